@@ -48,7 +48,7 @@ class FakeClock:
     def __init__(self, start_ms: int = 1_700_000_000_000) -> None:
         self._now = start_ms
         self._mono = 0
-        self._listeners: list[Callable[[], None]] = []
+        self._listeners: list[Callable[[], object]] = []
 
     def milliseconds(self) -> int:
         return self._now
@@ -65,13 +65,13 @@ class FakeClock:
         for listener in list(self._listeners):
             listener()
 
-    def on_advance(self, listener: Callable[[], None]) -> None:
+    def on_advance(self, listener: Callable[[], object]) -> None:
         self._listeners.append(listener)
 
 
 class Scheduler(Protocol):
     def schedule(
-        self, name: str, task: Callable[[], None], delay_ms: int, period_ms: int | None = None
+        self, name: str, task: Callable[[], object], delay_ms: int, period_ms: int | None = None
     ) -> None:
         """Run `task` after `delay_ms`, then every `period_ms` if given."""
         ...
@@ -84,7 +84,7 @@ class _Entry:
     due_ms: int
     seq: int
     name: str = field(compare=False)
-    task: Callable[[], None] = field(compare=False)
+    task: Callable[[], object] = field(compare=False)
     period_ms: int | None = field(compare=False)
 
 
@@ -95,7 +95,7 @@ class _TaskQueue:
         self._heap: list[_Entry] = []
         self._seq = itertools.count()
 
-    def push(self, due_ms: int, name: str, task: Callable[[], None], period: int | None) -> None:
+    def push(self, due_ms: int, name: str, task: Callable[[], object], period: int | None) -> None:
         heapq.heappush(self._heap, _Entry(due_ms, next(self._seq), name, task, period))
 
     def next_due(self) -> int | None:
@@ -130,7 +130,7 @@ class FakeScheduler:
         clock.on_advance(self.run_due)
 
     def schedule(
-        self, name: str, task: Callable[[], None], delay_ms: int, period_ms: int | None = None
+        self, name: str, task: Callable[[], object], delay_ms: int, period_ms: int | None = None
     ) -> None:
         self._queue.push(self._clock.monotonic_ms() + delay_ms, name, task, period_ms)
 
@@ -156,7 +156,7 @@ class ThreadScheduler:
         self._thread.start()
 
     def schedule(
-        self, name: str, task: Callable[[], None], delay_ms: int, period_ms: int | None = None
+        self, name: str, task: Callable[[], object], delay_ms: int, period_ms: int | None = None
     ) -> None:
         with self._cond:
             self._queue.push(self._clock.monotonic_ms() + delay_ms, name, task, period_ms)

@@ -1,4 +1,4 @@
-"""Errors raised when a record batch is invalid, each carrying the Kafka error code a client expects.
+"""Errors for invalid record batches, each carrying the Kafka error code a client expects.
 
 The numeric codes are Kafka's (see the protocol guide's error table); the protocol layer passes
 them straight into responses.

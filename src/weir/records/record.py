@@ -84,7 +84,9 @@ def _decode_one(buf: bytes | memoryview, pos: int, header: BatchHeader) -> tuple
     if pos != end:
         raise CorruptRecordError(f"record declared {length} bytes but used {length + pos - end}")
     timestamp = (
-        header.max_timestamp if header.is_log_append_time else header.base_timestamp + timestamp_delta
+        header.max_timestamp
+        if header.is_log_append_time
+        else header.base_timestamp + timestamp_delta
     )
     record = Record(
         offset=header.base_offset + offset_delta,

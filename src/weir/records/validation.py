@@ -21,7 +21,7 @@ from weir.records.varint import decode_varint
 def validate_batch(
     buf: Buffer, *, max_message_bytes: int, check_records: bool = True
 ) -> BatchHeader:
-    """Check that `buf` is exactly one well-formed v2 batch a client may append; return its header."""
+    """Check that `buf` is one well-formed v2 batch a client may append; return its header."""
     if len(buf) < HEADER_SIZE:
         raise CorruptRecordError(f"{len(buf)} bytes is shorter than a batch header")
     header = BatchHeader(buf)

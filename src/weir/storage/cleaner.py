@@ -1,0 +1,156 @@
+"""Log compaction for `cleanup.policy=compact`: keep the latest record of every key.
+
+The cleaner looks at the non-active segments older than `min.compaction.lag.ms`, finds each key's
+last offset there, and rewrites those segments in groups (each group fits one segment) keeping
+only the latest record per key. Offsets never change: a batch keeps its base offset and offset
+range even when records leave it, and a batch left empty disappears. Tombstones (null values) are
+dropped once their batch's timestamp is older than `delete.retention.ms`, so consumers have that
+long to see a delete. Records without a key and control batches are kept as they are.
+
+Output goes through `PartitionLog.replace_segments` (`.cleaned` -> `.swap` -> live), which a
+crash at any point leaves either undone or completed on the next load.
+
+Thread-safety: `clean` holds the log's lock while it works, so appends wait for it.
+"""
+
+from __future__ import annotations
+
+import os
+
+from weir.clock import Clock
+from weir.records import BatchHeader, BatchSpec, Record, build_batch, iter_records
+from weir.storage.files import CLEANED_SUFFIX
+from weir.storage.partition_log import PartitionLog
+from weir.storage.segment import LogSegment
+
+_MAX_RELATIVE_OFFSET = 2**31 - 1
+
+
+class LogCleaner:
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
+
+    def clean(self, log: PartitionLog) -> int:
+        """Compact `log` once; return how many segments were rewritten."""
+        with log.lock():
+            candidates = self._cleanable_segments(log)
+            if not candidates:
+                return 0
+            latest = _latest_offsets(candidates)
+            horizon = self._clock.milliseconds() - log.config.delete_retention_ms
+            rewritten = 0
+            for group in _group(candidates, log.config.segment_bytes):
+                cleaned = self._rewrite(log, group, latest, horizon)
+                if cleaned is None:
+                    continue
+                log.replace_segments(cleaned, group)
+                rewritten += len(group)
+            return rewritten
+
+    def _cleanable_segments(self, log: PartitionLog) -> list[LogSegment]:
+        newest_allowed = self._clock.milliseconds() - log.config.min_compaction_lag_ms
+        out = []
+        for segment in log.segments[:-1]:
+            if segment.max_timestamp > newest_allowed:
+                break
+            out.append(segment)
+        return out
+
+    def _rewrite(
+        self, log: PartitionLog, group: list[LogSegment], latest: dict[bytes, int], horizon: int
+    ) -> LogSegment | None:
+        """Write the kept records of `group` into a `.cleaned` segment; None if nothing changes."""
+        cleaned = LogSegment(log.directory, group[0].base_offset, log.config, self._clock,
+                             transit=CLEANED_SUFFIX)  # fmt: skip
+        changed = False
+        for header in _batches(group):
+            kept, dropped = _filter(header, latest, horizon)
+            changed |= dropped
+            if kept is header:
+                cleaned.append(header.buf, header)
+            elif kept is not None:
+                cleaned.append(kept.buf, kept)
+        if not changed:
+            cleaned.delete()
+            return None
+        cleaned.on_become_inactive()
+        return cleaned
+
+
+def _batches(segments: list[LogSegment]) -> list[BatchHeader]:
+    return [
+        BatchHeader(os.pread(segment.fd, located.size, located.position))
+        for segment in segments
+        for located in segment.batches()
+    ]
+
+
+def _latest_offsets(segments: list[LogSegment]) -> dict[bytes, int]:
+    latest: dict[bytes, int] = {}
+    for header in _batches(segments):
+        if header.is_control:
+            continue
+        for record in iter_records(header):
+            if record.key is not None:
+                latest[record.key] = record.offset
+    return latest
+
+
+def _filter(
+    header: BatchHeader, latest: dict[bytes, int], horizon: int
+) -> tuple[BatchHeader | None, bool]:
+    """(the batch to keep — `header` itself if unchanged, a rebuilt one, or None; whether any
+    record was dropped)."""
+    if header.is_control:
+        return header, False
+    records = list(iter_records(header))
+    kept = [r for r in records if _keep(r, latest, horizon, header.max_timestamp)]
+    if len(kept) == len(records):
+        return header, False
+    if not kept:
+        return None, True
+    rebuilt = build_batch(
+        kept,
+        base_offset=header.base_offset,
+        last_offset_delta=header.last_offset_delta,
+        spec=_spec_of(header),
+    )
+    return BatchHeader(rebuilt), True
+
+
+def _keep(record: Record, latest: dict[bytes, int], horizon: int, batch_max_ts: int) -> bool:
+    if record.key is None:
+        return True
+    if latest.get(record.key) != record.offset:
+        return False
+    return record.value is not None or batch_max_ts >= horizon
+
+
+def _spec_of(header: BatchHeader) -> BatchSpec:
+    return BatchSpec(
+        compression=header.compression,
+        producer_id=header.producer_id,
+        producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence,
+        partition_leader_epoch=header.partition_leader_epoch,
+        log_append_time=header.is_log_append_time,
+        transactional=header.is_transactional,
+    )
+
+
+def _group(segments: list[LogSegment], max_bytes: int) -> list[list[LogSegment]]:
+    """Runs of consecutive segments whose total size fits one segment."""
+    groups: list[list[LogSegment]] = []
+    size = 0
+    for segment in segments:
+        if (
+            groups
+            and size + segment.size <= max_bytes
+            and (segment.base_offset - groups[-1][0].base_offset < _MAX_RELATIVE_OFFSET)
+        ):
+            groups[-1].append(segment)
+            size += segment.size
+        else:
+            groups.append([segment])
+            size = segment.size
+    return groups

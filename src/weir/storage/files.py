@@ -1,0 +1,51 @@
+"""Every file name and suffix the log engine writes, in one place.
+
+A partition lives in `<data dir>/<topic>-<partition>/`; a segment is three files named by its
+base offset, zero-padded to 20 digits: `00000000000000000000.log`, `.index`, `.timeindex`.
+A suffix after those marks a file in transit: `.cleaned` (compaction output, not yet committed),
+`.swap` (committed compaction output replacing older segments), `.deleted` (waiting for removal).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+DELETED_SUFFIX = ".deleted"
+DELETE_DIR_SUFFIX = "-delete"
+
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+CLEAN_SHUTDOWN_FILE = ".weir-clean-shutdown"
+TEMP_SUFFIX = ".tmp"
+
+
+def segment_name(base_offset: int) -> str:
+    return f"{base_offset:020d}"
+
+
+def segment_path(directory: Path, base_offset: int, suffix: str, transit: str = "") -> Path:
+    return directory / f"{segment_name(base_offset)}{suffix}{transit}"
+
+
+def parse_base_offset(path: Path) -> int:
+    return int(path.name.split(".", 1)[0])
+
+
+def partition_dir_name(topic: str, partition: int) -> str:
+    return f"{topic}-{partition}"
+
+
+def parse_partition_dir(name: str) -> tuple[str, int] | None:
+    """(topic, partition) from a directory name, or None if it is not a partition directory."""
+    topic, sep, number = name.rpartition("-")
+    if not sep or not topic or not number.isdigit():
+        return None
+    return topic, int(number)

@@ -1,0 +1,233 @@
+"""Sparse, memory-mapped indexes of one segment.
+
+`.index` (OffsetIndex): 8-byte entries `relative_offset:int32 | position:int32`, both strictly
+increasing; an entry says "the batch starting at this offset begins at this file position".
+`.timeindex` (TimeIndex): 12-byte entries `max_timestamp:int64 | relative_offset:int32`, both
+strictly increasing; an entry says "batches up to this offset have timestamps up to this one".
+
+Files are pre-allocated to `max_index_size` while their segment is active and trimmed to the
+valid entries when it rolls. On open, the valid entries are the prefix before the first all-zero
+entry: no index records position 0 or timestamp 0 at its base offset, so an all-zero entry is
+unused space. `validate` checks the entries before they are trusted after an unclean shutdown.
+
+Thread-safety: none. The owning LogSegment serialises access.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+from pathlib import Path
+
+from weir.storage.errors import CorruptIndexError
+
+
+class _MappedIndex:
+    ENTRY: struct.Struct
+
+    def __init__(self, path: Path, base_offset: int, max_index_size: int) -> None:
+        self.path = path
+        self.base_offset = base_offset
+        self.max_index_size = max_index_size
+        existed = path.exists() and path.stat().st_size > 0
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._mmap: mmap.mmap | None = None
+        if not existed:
+            os.ftruncate(self._fd, self._rounded(max_index_size))
+        self._map_file()
+        self.entries = self._count_valid_entries() if existed else 0
+
+    @property
+    def entry_size(self) -> int:
+        return self.ENTRY.size
+
+    def _rounded(self, size: int) -> int:
+        return size - size % self.entry_size
+
+    def _map_file(self) -> None:
+        size = os.fstat(self._fd).st_size
+        self._mmap = mmap.mmap(self._fd, size) if size else None
+
+    @property
+    def capacity(self) -> int:
+        return 0 if self._mmap is None else len(self._mmap) // self.entry_size
+
+    @property
+    def is_full(self) -> bool:
+        return self.entries >= self.capacity
+
+    def _raw(self, i: int) -> tuple[int, int]:
+        assert self._mmap is not None
+        pair: tuple[int, int] = self.ENTRY.unpack_from(self._mmap, i * self.entry_size)
+        return pair
+
+    def _count_valid_entries(self) -> int:
+        """Entries before the first all-zero entry (after entry 0), found by binary search."""
+        lo, hi = 1, self.capacity
+        if hi == 0:
+            return 0
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self._raw(mid) == (0, 0):
+                hi = mid
+            else:
+                lo = mid + 1
+        if lo == 1 and self._raw(0) == (0, 0):
+            return 0  # an index never records position 0 / timestamp 0 at the base offset
+        return lo
+
+    def _write(self, i: int, a: int, b: int) -> None:
+        if self._mmap is None or i >= self.capacity:
+            raise CorruptIndexError(f"index {self.path} is full")
+        self.ENTRY.pack_into(self._mmap, i * self.entry_size, a, b)
+
+    def truncate_to_entries(self, n: int) -> None:
+        """Keep only the first `n` entries; zero the rest so a reopen counts them right."""
+        n = max(0, min(n, self.entries))
+        if self._mmap is not None and n < self.entries:
+            start, end = n * self.entry_size, self.entries * self.entry_size
+            self._mmap[start:end] = bytes(end - start)
+        self.entries = n
+
+    def reset(self) -> None:
+        self.truncate_to_entries(0)
+        self.resize(self.max_index_size)
+
+    def trim(self) -> None:
+        """Shrink the file to its valid entries (done when the segment stops being active)."""
+        self.resize(self.entries * self.entry_size)
+
+    def resize(self, size: int) -> None:
+        size = max(self._rounded(size), self.entries * self.entry_size)
+        if self._mmap is not None and len(self._mmap) == size:
+            return
+        self._unmap()
+        os.ftruncate(self._fd, size)
+        self._map_file()
+
+    def flush(self) -> None:
+        if self._mmap is not None:
+            self._mmap.flush()
+
+    def _unmap(self) -> None:
+        if self._mmap is not None:
+            self._mmap.close()
+            self._mmap = None
+
+    def close(self) -> None:
+        self._unmap()
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def rename(self, path: Path) -> None:
+        os.rename(self.path, path)
+        self.path = path
+
+    def delete(self) -> None:
+        self.close()
+        self.path.unlink(missing_ok=True)
+
+    def _search(self, key_of: int, target: int) -> int:
+        """Index of the last entry whose field `key_of` is <= target, or -1."""
+        lo, hi = 0, self.entries
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self._raw(mid)[key_of] <= target:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo - 1
+
+    def _check_increasing(self) -> None:
+        previous: tuple[int, int] | None = None
+        for i in range(self.entries):
+            entry = self._raw(i)
+            if previous is not None and (entry[0] <= previous[0] or entry[1] <= previous[1]):
+                raise CorruptIndexError(f"{self.path}: entry {i} {entry} not after {previous}")
+            previous = entry
+
+
+class OffsetIndex(_MappedIndex):
+    ENTRY = struct.Struct(">ii")
+
+    @property
+    def last_offset(self) -> int:
+        return (
+            self.base_offset + self._raw(self.entries - 1)[0] if self.entries else self.base_offset
+        )
+
+    def append(self, offset: int, position: int) -> None:
+        relative = offset - self.base_offset
+        if self.entries and relative <= self._raw(self.entries - 1)[0]:
+            raise CorruptIndexError(f"offset {offset} not after the last indexed offset")
+        self._write(self.entries, relative, position)
+        self.entries += 1
+
+    def lookup(self, offset: int) -> tuple[int, int]:
+        """(offset, position) of the last entry at or before `offset`, else (base, 0)."""
+        i = self._search(0, offset - self.base_offset)
+        if i < 0:
+            return self.base_offset, 0
+        relative, position = self._raw(i)
+        return self.base_offset + relative, position
+
+    def lookup_position(self, position: int) -> tuple[int, int]:
+        """(offset, position) of the last entry at or before file `position`, else (base, 0)."""
+        i = self._search(1, position)
+        if i < 0:
+            return self.base_offset, 0
+        relative, pos = self._raw(i)
+        return self.base_offset + relative, pos
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop entries for offsets >= `offset`."""
+        self.truncate_to_entries(self._search(0, offset - self.base_offset - 1) + 1)
+
+    def validate(self, log_size: int) -> None:
+        for i in range(self.entries):
+            relative, position = self._raw(i)
+            if relative < 0 or position < 0 or position >= max(log_size, 1):
+                raise CorruptIndexError(f"{self.path}: entry {i} points outside the log")
+        self._check_increasing()
+
+
+class TimeIndex(_MappedIndex):
+    ENTRY = struct.Struct(">qi")
+
+    @property
+    def last_entry(self) -> tuple[int, int] | None:
+        """(max timestamp, offset) of the last entry."""
+        if not self.entries:
+            return None
+        timestamp, relative = self._raw(self.entries - 1)
+        return timestamp, self.base_offset + relative
+
+    def maybe_append(self, timestamp: int, offset: int) -> None:
+        last = self.last_entry
+        if last is not None and (timestamp <= last[0] or offset <= last[1]):
+            return
+        self._write(self.entries, timestamp, offset - self.base_offset)
+        self.entries += 1
+
+    def lookup(self, timestamp: int) -> tuple[int, int]:
+        """(timestamp, offset) of the last entry with timestamp <= target, else (-1, base)."""
+        i = self._search(0, timestamp)
+        if i < 0:
+            return -1, self.base_offset
+        ts, relative = self._raw(i)
+        return ts, self.base_offset + relative
+
+    def truncate_to(self, offset: int) -> None:
+        keep = 0
+        while keep < self.entries and self._raw(keep)[1] < offset - self.base_offset:
+            keep += 1
+        self.truncate_to_entries(keep)
+
+    def validate(self, log_size: int) -> None:
+        for i in range(self.entries):
+            timestamp, relative = self._raw(i)
+            if relative < 0 or timestamp < 0:
+                raise CorruptIndexError(f"{self.path}: entry {i} is not a valid time entry")
+        self._check_increasing()

@@ -1,0 +1,495 @@
+"""The log of one partition: segments sorted by base offset, and the offsets that bound them.
+
+On disk, a directory `<topic>-<partition>/` holding segments (see `segment.py`) and the
+`leader-epoch-checkpoint`. In memory:
+
+    log start offset <= high watermark <= log end offset,   recovery point <= log end offset
+
+The log end offset (LEO) is the next offset to assign. The high watermark (HW) is what consumers
+may read; with replication it moves as followers catch up, on a single node it follows the LEO
+(`high.watermark.policy=log-end`) or the flushed end (`flushed`). The recovery point is the
+offset below which everything is known to be on disk; after an unclean shutdown only segments
+at or above it are scanned.
+
+Thread-safety: every public method holds the log's lock, so background tasks (retention,
+compaction, flush) may run on a scheduler thread while one owner appends and reads.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from weir.clock import Clock, Scheduler
+from weir.records import (
+    BatchHeader,
+    iter_batches,
+    set_base_offset,
+    set_log_append_time,
+    set_partition_leader_epoch,
+)
+from weir.storage.checkpoint import fsync_directory
+from weir.storage.config import HW_LOG_END, TIMESTAMP_LOG_APPEND_TIME, LogConfig
+from weir.storage.errors import CorruptIndexError, InvalidOffsetError, OffsetOutOfRangeError
+from weir.storage.files import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    LEADER_EPOCH_CHECKPOINT,
+    LOG_SUFFIX,
+    SWAP_SUFFIX,
+    TEMP_SUFFIX,
+    parse_base_offset,
+)
+from weir.storage.leader_epoch import LeaderEpochCache
+from weir.storage.segment import FileSlice, LogSegment
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class AppendInfo:
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    log_append_time: int  # -1 unless the topic uses LogAppendTime
+    log_start_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReadInfo:
+    """A read's data (None when there is nothing to return yet) and the log's bounds at the time."""
+
+    data: FileSlice | None
+    high_watermark: int
+    log_start_offset: int
+    log_end_offset: int
+
+
+@dataclass
+class LoadReport:
+    """What loading found: the segments it scanned and everything it dropped or rebuilt."""
+
+    recovered_segments: int = 0
+    truncated_bytes: int = 0
+    problems: list[str] = field(default_factory=list)
+
+
+class PartitionLog:
+    def __init__(
+        self,
+        directory: Path,
+        config: LogConfig,
+        clock: Clock,
+        scheduler: Scheduler,
+        *,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        clean_shutdown: bool = False,
+    ) -> None:
+        self.directory = directory
+        self.config = config
+        self._clock = clock
+        self._scheduler = scheduler
+        self._lock = threading.RLock()
+        self.segments: list[LogSegment] = []
+        directory.mkdir(parents=True, exist_ok=True)
+        self.epoch_cache = LeaderEpochCache(directory / LEADER_EPOCH_CHECKPOINT)
+        self.log_start_offset = log_start_offset
+        self.recovery_point = recovery_point
+        self.load_report = LoadReport()
+        self._load(clean_shutdown)
+        self.log_end_offset = self.active_segment.next_offset()
+        self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+        self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        self.high_watermark = self.log_end_offset
+        self.epoch_cache.truncate_from_end(self.log_end_offset)
+        self._unflushed_records = 0
+        self._last_flush_ms = clock.monotonic_ms()
+
+    # ---- loading ------------------------------------------------------------------------------
+
+    def _load(self, clean_shutdown: bool) -> None:
+        self._remove_leftovers()
+        self._complete_swaps()
+        paths = sorted(self.directory.glob(f"*{LOG_SUFFIX}"), key=parse_base_offset)
+        for path in paths:
+            self.segments.append(LogSegment(self.directory, parse_base_offset(path), self.config,
+                                            self._clock))  # fmt: skip
+        self._check_segments(clean_shutdown)
+        if not self.segments:
+            self.segments.append(self._new_segment(self.log_start_offset))
+        active = self.active_segment
+        active.make_active()
+        if active.rolling_timestamp is None and active.size:
+            active.reload_tail_state()
+            active.rolling_timestamp = next(active.batches()).max_timestamp
+        for problem in self.load_report.problems:
+            log.warning("%s: %s", self.directory.name, problem)
+
+    def _remove_leftovers(self) -> None:
+        for pattern in (f"*{CLEANED_SUFFIX}", f"*{DELETED_SUFFIX}", f"*{TEMP_SUFFIX}"):
+            for path in self.directory.glob(pattern):
+                path.unlink(missing_ok=True)
+
+    def _complete_swaps(self) -> None:
+        """Finish compaction swaps a crash interrupted: the `.swap` segment replaces the
+        segments whose base offsets fall in its range."""
+        for path in sorted(self.directory.glob(f"*{LOG_SUFFIX}{SWAP_SUFFIX}")):
+            swap = LogSegment(self.directory, parse_base_offset(path), self.config, self._clock,
+                              transit=SWAP_SUFFIX)  # fmt: skip
+            swap.recover(lambda _: None)
+            end = swap.next_offset()
+            for old in self.directory.glob(f"*{LOG_SUFFIX}"):
+                if swap.base_offset <= parse_base_offset(old) < end:
+                    self._unlink_segment_files(parse_base_offset(old))
+            swap.change_transit("")
+            swap.close()
+
+    def _unlink_segment_files(self, base_offset: int) -> None:
+        name = f"{base_offset:020d}"
+        for path in self.directory.glob(f"{name}.*"):
+            if not path.name.endswith(SWAP_SUFFIX):
+                path.unlink(missing_ok=True)
+
+    def _check_segments(self, clean_shutdown: bool) -> None:
+        for i, segment in enumerate(self.segments):
+            needs_recovery = not clean_shutdown and self._segment_end(i) > self.recovery_point
+            if not needs_recovery and not self._indexes_sound(segment):
+                needs_recovery = True
+            if needs_recovery and self._recover_segment(segment):
+                self._drop_from(i + 1, f"segments after the damage in {segment.log_path.name}")
+                return
+
+    def _segment_end(self, i: int) -> int:
+        if i + 1 < len(self.segments):
+            return self.segments[i + 1].base_offset
+        return 2**63 - 1
+
+    def _indexes_sound(self, segment: LogSegment) -> bool:
+        try:
+            segment.validate_indexes()
+        except CorruptIndexError as exc:
+            self.load_report.problems.append(
+                f"rebuilding indexes of {segment.log_path.name}: {exc}"
+            )
+            return False
+        return True
+
+    def _recover_segment(self, segment: LogSegment) -> bool:
+        """Scan one segment; True if it had to be truncated."""
+        result = segment.recover(self._assign_epoch_from)
+        segment.flush()
+        self.load_report.recovered_segments += 1
+        if not result.truncated_bytes:
+            return False
+        self.load_report.truncated_bytes += result.truncated_bytes
+        self.load_report.problems.append(
+            f"{segment.log_path.name}: dropped {result.truncated_bytes} bytes from position "
+            f"{result.valid_bytes}: {result.reason}"
+        )
+        return True
+
+    def _assign_epoch_from(self, header: BatchHeader) -> None:
+        self.epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
+
+    def _drop_from(self, index: int, why: str) -> None:
+        for segment in self.segments[index:]:
+            self.load_report.truncated_bytes += segment.size
+            self.load_report.problems.append(f"deleted {segment.log_path.name}: {why}")
+            segment.delete()
+        del self.segments[index:]
+
+    # ---- properties ---------------------------------------------------------------------------
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self.segments[-1]
+
+    @property
+    def size(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    @property
+    def latest_epoch(self) -> int:
+        return self.epoch_cache.latest_epoch
+
+    def _segment_index_for(self, offset: int) -> int:
+        return max(0, bisect.bisect_right(self.segments, offset, key=lambda s: s.base_offset) - 1)
+
+    # ---- append -------------------------------------------------------------------------------
+
+    def append(self, batch: bytes | bytearray | memoryview, *, leader_epoch: int) -> AppendInfo:
+        """Append one validated batch as leader: assign offsets from the LEO, stamp the leader
+        epoch (and LogAppendTime if configured), write it. Batch-level work only."""
+        buf = batch if not memoryview(batch).readonly else bytearray(batch)
+        assert not isinstance(buf, bytes)
+        with self._lock:
+            header = BatchHeader(buf)
+            first = self.log_end_offset
+            set_base_offset(buf, first)
+            set_partition_leader_epoch(buf, leader_epoch)
+            append_time = -1
+            if self.config.message_timestamp_type == TIMESTAMP_LOG_APPEND_TIME:
+                append_time = self._clock.milliseconds()
+                set_log_append_time(buf, append_time)
+            self._append_located(buf, header, leader_epoch)
+            return AppendInfo(first, header.last_offset, header.max_timestamp, append_time,
+                              self.log_start_offset)  # fmt: skip
+
+    def append_as_follower(self, batches: bytes | bytearray | memoryview) -> int:
+        """Append batches that already carry offsets (replication). Returns the new LEO."""
+        with self._lock:
+            for header in iter_batches(batches):
+                if header.base_offset < self.log_end_offset:
+                    raise InvalidOffsetError(
+                        f"batch at {header.base_offset} is below the log end offset "
+                        f"{self.log_end_offset}"
+                    )
+                view = memoryview(batches)[header.position : header.position + header.size]
+                self._append_located(view, BatchHeader(view), header.partition_leader_epoch)
+            return self.log_end_offset
+
+    def _append_located(
+        self, buf: bytes | bytearray | memoryview, header: BatchHeader, epoch: int
+    ) -> None:
+        last = header.last_offset
+        segment = self._maybe_roll(len(buf), header.max_timestamp, last)
+        segment.append(buf, header)
+        self.epoch_cache.assign(epoch, header.base_offset)
+        self.log_end_offset = last + 1
+        if self.config.high_watermark_policy == HW_LOG_END:
+            self.high_watermark = self.log_end_offset
+        self._unflushed_records += header.records_count
+        if self._unflushed_records >= self.config.flush_messages:
+            self._flush()
+
+    def _maybe_roll(self, size: int, max_timestamp: int, last_offset: int) -> LogSegment:
+        active = self.active_segment
+        if active.should_roll(size, max_timestamp, last_offset):
+            return self._roll()
+        return active
+
+    def roll(self) -> LogSegment:
+        with self._lock:
+            return self._roll()
+
+    def _roll(self) -> LogSegment:
+        previous = self.active_segment
+        if previous.size == 0:
+            return previous
+        segment = self._new_segment(self.log_end_offset)
+        previous.on_become_inactive()
+        self.segments.append(segment)
+        fsync_directory(self.directory)
+        return segment
+
+    def _new_segment(self, base_offset: int) -> LogSegment:
+        return LogSegment(self.directory, base_offset, self.config, self._clock)
+
+    # ---- flush --------------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        with self._lock:
+            self._flush()
+
+    def flush_if_due(self) -> None:
+        with self._lock:
+            if self._clock.monotonic_ms() - self._last_flush_ms >= self.config.flush_ms:
+                self._flush()
+
+    def _flush(self) -> None:
+        start = self._segment_index_for(self.recovery_point)
+        for segment in self.segments[start:]:
+            os.fdatasync(segment.fd)
+        self.recovery_point = self.log_end_offset
+        self._unflushed_records = 0
+        self._last_flush_ms = self._clock.monotonic_ms()
+        if self.config.high_watermark_policy != HW_LOG_END:
+            self.high_watermark = self.log_end_offset
+
+    # ---- read ---------------------------------------------------------------------------------
+
+    def read(
+        self,
+        offset: int,
+        max_bytes: int,
+        *,
+        max_offset: int | None = None,
+        min_one_batch: bool = True,
+    ) -> ReadInfo:
+        """Whole batches starting with the one that holds `offset`, below `max_offset` (the HW
+        unless given). Raises OffsetOutOfRangeError outside [log start offset, LEO]."""
+        with self._lock:
+            bound = self.high_watermark if max_offset is None else max_offset
+            if offset < self.log_start_offset or offset > self.log_end_offset:
+                raise OffsetOutOfRangeError(
+                    f"offset {offset} is outside [{self.log_start_offset}, {self.log_end_offset}]"
+                )
+            data = self._read(offset, max_bytes, bound, min_one_batch) if offset < bound else None
+            return ReadInfo(data, self.high_watermark, self.log_start_offset, self.log_end_offset)
+
+    def _read(self, offset: int, max_bytes: int, bound: int, min_one: bool) -> FileSlice | None:
+        for i in range(self._segment_index_for(offset), len(self.segments)):
+            segment = self.segments[i]
+            max_position = None
+            if bound < self._segment_end(i) and bound < self.log_end_offset:
+                located = segment.translate_offset(bound)
+                max_position = None if located is None else located.position
+            data = segment.read(max(offset, segment.base_offset), max_bytes, max_position, min_one)
+            if data is not None or max_position is not None:
+                return data
+        return None
+
+    def batches(self, start_offset: int = 0) -> Iterator[BatchHeader]:
+        """Every batch from `start_offset` on, read into memory (tools, compaction, tests)."""
+        with self._lock:
+            segments = list(self.segments[self._segment_index_for(start_offset) :])
+        for segment in segments:
+            for located in segment.batches():
+                if located.last_offset >= start_offset:
+                    yield BatchHeader(os.pread(segment.fd, located.size, located.position))
+
+    # ---- offsets by time ----------------------------------------------------------------------
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with timestamp >= `timestamp`, or None."""
+        with self._lock:
+            for segment in self.segments:
+                if segment.max_timestamp >= timestamp:
+                    found = segment.find_offset_by_timestamp(timestamp, self.log_start_offset)
+                    if found is not None:
+                        return found
+            return None
+
+    def max_timestamp_offset(self) -> tuple[int, int]:
+        """(offset, timestamp) of the record with the largest timestamp (ListOffsets -3)."""
+        with self._lock:
+            best = (-1, -1)
+            for segment in self.segments:
+                if segment.max_timestamp > best[1]:
+                    best = (segment.offset_of_max_timestamp, segment.max_timestamp)
+            return best
+
+    # ---- truncation (replication) -------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove everything at or after `offset` (a follower whose log diverged)."""
+        with self._lock:
+            if offset >= self.log_end_offset:
+                return
+            if offset <= self.segments[0].base_offset:
+                self._truncate_fully(offset)
+                return
+            while self.active_segment.base_offset >= offset:
+                self.segments.pop().delete()
+            self.active_segment.truncate_to(offset)
+            self.active_segment.make_active()
+            self._after_truncation(self.active_segment.next_offset())
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        with self._lock:
+            self._truncate_fully(offset)
+
+    def _truncate_fully(self, offset: int) -> None:
+        for segment in self.segments:
+            segment.delete()
+        self.segments = [self._new_segment(offset)]
+        self.log_start_offset = offset
+        self.epoch_cache.clear()
+        self._after_truncation(offset)
+
+    def _after_truncation(self, end: int) -> None:
+        self.log_end_offset = end
+        self.high_watermark = min(self.high_watermark, end)
+        self.recovery_point = min(self.recovery_point, end)
+        self.epoch_cache.truncate_from_end(end)
+        fsync_directory(self.directory)
+
+    def update_high_watermark(self, offset: int) -> None:
+        with self._lock:
+            self.high_watermark = max(self.log_start_offset, min(offset, self.log_end_offset))
+
+    # ---- retention ----------------------------------------------------------------------------
+
+    def increment_log_start_offset(self, offset: int) -> None:
+        """DeleteRecords: records below `offset` become unreadable; whole segments go later."""
+        with self._lock:
+            if offset > self.high_watermark:
+                raise OffsetOutOfRangeError(f"{offset} is above the high watermark")
+            if offset > self.log_start_offset:
+                self.log_start_offset = offset
+                self.epoch_cache.truncate_from_start(offset)
+
+    def delete_old_segments(self) -> int:
+        """Apply retention (time, size, log start offset); return the number of segments deleted."""
+        with self._lock:
+            doomed = self._segments_to_delete()
+            for segment in doomed:
+                self._delete_segment(segment)
+            if doomed:
+                self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+                self.epoch_cache.truncate_from_start(self.log_start_offset)
+            return len(doomed)
+
+    def _segments_to_delete(self) -> list[LogSegment]:
+        now = self._clock.milliseconds()
+        remaining = self.size
+        doomed = []
+        for i, segment in enumerate(self.segments[:-1]):
+            below_start = self._segment_end(i) <= self.log_start_offset
+            expired = self.config.delete and 0 <= self.config.retention_ms < (
+                now - segment.largest_timestamp)  # fmt: skip
+            too_big = self.config.delete and 0 <= self.config.retention_bytes <= (
+                remaining - segment.size)  # fmt: skip
+            if not (below_start or expired or too_big):
+                break
+            doomed.append(segment)
+            remaining -= segment.size
+        return doomed
+
+    def _delete_segment(self, segment: LogSegment) -> None:
+        self.segments.remove(segment)
+        segment.change_transit(DELETED_SUFFIX)
+        self._scheduler.schedule(f"delete-{segment.log_path.name}", segment.delete,
+                                 self.config.file_delete_delay_ms)  # fmt: skip
+
+    # ---- compaction support -------------------------------------------------------------------
+
+    def replace_segments(self, cleaned: LogSegment, old: list[LogSegment]) -> None:
+        """Swap compacted output in for `old` (a run of non-active segments), crash-safely:
+        `.cleaned` -> `.swap` (commit point), old -> `.deleted`, `.swap` -> live."""
+        with self._lock:
+            cleaned.flush()
+            cleaned.change_transit(SWAP_SUFFIX)
+            fsync_directory(self.directory)
+            start = self.segments.index(old[0])
+            for segment in old:
+                self._delete_segment(segment)
+            cleaned.change_transit("")
+            self.segments.insert(start, cleaned)
+            fsync_directory(self.directory)
+
+    def lock(self) -> threading.RLock:
+        return self._lock
+
+    # ---- lifecycle ----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Flush and close every segment; indexes are trimmed so a restart need not rescan."""
+        with self._lock:
+            self._flush()
+            for segment in self.segments:
+                segment.on_become_inactive()
+                segment.flush()
+                segment.close()
+
+    def delete(self) -> None:
+        with self._lock:
+            for segment in self.segments:
+                segment.delete()
+            self.segments = []

@@ -1,0 +1,370 @@
+"""One segment: a `.log` file of whole record batches plus its offset and time indexes.
+
+The `.log` file is the batches exactly as appended (after offset assignment), back to back, each
+`12 + batch_length` bytes; nothing else. Positions handed out by reads are always batch starts.
+
+Thread-safety: none. A LogSegment belongs to one PartitionLog, which serialises access.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from weir.clock import Clock
+from weir.records import HEADER_SIZE, LOG_OVERHEAD, MAGIC_V2, BatchHeader
+from weir.records.record import iter_records
+from weir.storage.config import LogConfig
+from weir.storage.errors import CorruptIndexError
+from weir.storage.files import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_path
+from weir.storage.index import OffsetIndex, TimeIndex
+
+_SCAN_CHUNK = 8 * 1024
+_HEADER_FIELDS = struct.Struct(">qi")  # base offset, batch length
+_INT32 = struct.Struct(">i")
+_INT64 = struct.Struct(">q")
+_MAX_RELATIVE_OFFSET = 2**31 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class FileSlice:
+    """Whole batches `[position, position + size)` of an open segment file, ready for sendfile."""
+
+    fd: int
+    path: Path
+    position: int
+    size: int
+    first_offset: int
+
+    def read_bytes(self) -> bytes:
+        return os.pread(self.fd, self.size, self.position)
+
+
+@dataclass(frozen=True, slots=True)
+class BatchLocation:
+    """What a header scan learns about one batch without reading its records."""
+
+    position: int
+    base_offset: int
+    last_offset: int
+    size: int
+    max_timestamp: int
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveryResult:
+    valid_bytes: int
+    truncated_bytes: int
+    reason: str | None
+
+
+class LogSegment:
+    def __init__(
+        self,
+        directory: Path,
+        base_offset: int,
+        config: LogConfig,
+        clock: Clock,
+        *,
+        transit: str = "",
+    ) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.config = config
+        self._clock = clock
+        self.transit = transit
+        self.log_path = segment_path(directory, base_offset, LOG_SUFFIX, transit)
+        self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        self.size = os.fstat(self.fd).st_size
+        self.created_ms = clock.milliseconds()
+        max_index = config.segment_index_bytes
+        self.offset_index = OffsetIndex(
+            segment_path(directory, base_offset, INDEX_SUFFIX, transit), base_offset, max_index
+        )
+        self.time_index = TimeIndex(
+            segment_path(directory, base_offset, TIME_INDEX_SUFFIX, transit), base_offset, max_index
+        )
+        self.bytes_since_last_index_entry = 0
+        last_time = self.time_index.last_entry
+        self.max_timestamp, self.offset_of_max_timestamp = last_time or (-1, base_offset)
+        self.rolling_timestamp: int | None = None
+
+    # ---- append -------------------------------------------------------------------------------
+
+    def append(self, batch: bytes | bytearray | memoryview, header: BatchHeader) -> None:
+        """Append one batch whose offsets are already assigned. Indexes follow the interval."""
+        position = self.size
+        written = os.write(self.fd, batch)
+        if written != len(batch):
+            raise OSError(f"short write to {self.log_path}: {written} of {len(batch)}")
+        self.size += written
+        max_ts = header.max_timestamp
+        if self.rolling_timestamp is None:
+            self.rolling_timestamp = max_ts
+        self._track(position, header.base_offset, header.last_offset, written, max_ts)
+
+    def _track(self, position: int, base: int, last: int, size: int, max_ts: int) -> None:
+        if max_ts > self.max_timestamp:
+            self.max_timestamp, self.offset_of_max_timestamp = max_ts, last
+        if self.bytes_since_last_index_entry > self.config.index_interval_bytes:
+            self.offset_index.append(base, position)
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self.bytes_since_last_index_entry = 0
+        self.bytes_since_last_index_entry += size
+
+    def should_roll(self, batch_size: int, batch_max_ts: int, last_offset: int) -> bool:
+        if self.size == 0:
+            return False
+        if self.size > self.config.segment_bytes - batch_size:
+            return True
+        if self.offset_index.is_full or self.time_index.is_full:
+            return True
+        if last_offset - self.base_offset > _MAX_RELATIVE_OFFSET:
+            return True
+        if self.rolling_timestamp is not None and self.rolling_timestamp >= 0:
+            waited = batch_max_ts - self.rolling_timestamp
+        else:
+            waited = self._clock.milliseconds() - self.created_ms
+        return waited > self.config.segment_ms
+
+    # ---- scanning -----------------------------------------------------------------------------
+
+    def batches(
+        self, start: int = 0, end: int | None = None, chunk_size: int = _SCAN_CHUNK
+    ) -> Iterator[BatchLocation]:
+        """Batch headers from file position `start` (a batch start) up to `end` or the file end.
+        Reads headers in chunks; batch bodies larger than a chunk are skipped, not read."""
+        end = self.size if end is None else min(end, self.size)
+        position = start
+        while position + HEADER_SIZE <= end:
+            chunk = os.pread(self.fd, min(chunk_size, end - position), position)
+            offset = 0
+            while offset + HEADER_SIZE <= len(chunk):
+                base, length = _HEADER_FIELDS.unpack_from(chunk, offset)
+                size = LOG_OVERHEAD + length
+                if length < HEADER_SIZE - LOG_OVERHEAD or position + offset + size > end:
+                    return
+                (delta,) = _INT32.unpack_from(chunk, offset + 23)
+                (max_ts,) = _INT64.unpack_from(chunk, offset + 35)
+                yield BatchLocation(position + offset, base, base + delta, size, max_ts)
+                offset += size
+            position += offset
+
+    def translate_offset(self, offset: int, start_position: int = 0) -> BatchLocation | None:
+        """The first batch at or after `start_position` whose last offset is >= `offset`."""
+        _, position = self.offset_index.lookup(offset)
+        for batch in self.batches(max(position, start_position)):
+            if batch.last_offset >= offset:
+                return batch
+        return None
+
+    def next_offset(self) -> int:
+        """One past the last offset in this segment (its base offset if empty)."""
+        _, position = self.offset_index.lookup(2**63 - 1)
+        last = None
+        for last in self.batches(position, chunk_size=256 * 1024):  # noqa: B007
+            pass
+        return self.base_offset if last is None else last.last_offset + 1
+
+    # ---- read ---------------------------------------------------------------------------------
+
+    def read(
+        self,
+        offset: int,
+        max_bytes: int,
+        max_position: int | None = None,
+        min_one_batch: bool = True,
+    ) -> FileSlice | None:
+        """Whole batches from the one holding `offset`, at most `max_bytes` unless the first is
+        larger and `min_one_batch` (KIP-74). None when `offset` is past the segment or bound."""
+        bound = self.size if max_position is None else min(max_position, self.size)
+        first = self.translate_offset(offset)
+        if first is None or first.position >= bound:
+            return None
+        end = self._whole_batch_end(first.position, first.position + max_bytes, bound)
+        if end == first.position:
+            if not min_one_batch:
+                return None
+            end = first.position + first.size
+        return FileSlice(self.fd, self.log_path, first.position, end - first.position, offset)
+
+    def _whole_batch_end(self, start: int, limit: int, bound: int) -> int:
+        """The last batch boundary <= min(limit, bound), starting from a boundary at `start`."""
+        limit = min(limit, bound)
+        if limit >= bound:
+            return bound  # bound is always a batch boundary
+        _, position = self.offset_index.lookup_position(limit)
+        end = max(position, start)
+        for batch in self.batches(end, limit):
+            end = batch.position + batch.size
+        return end
+
+    def find_offset_by_timestamp(self, timestamp: int, start_offset: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record at or after `start_offset` with a timestamp >=
+        `timestamp`, or None."""
+        _, indexed_offset = self.time_index.lookup(timestamp)
+        _, position = self.offset_index.lookup(max(indexed_offset, start_offset))
+        for batch in self.batches(position):
+            if batch.max_timestamp < timestamp or batch.last_offset < start_offset:
+                continue
+            header = BatchHeader(os.pread(self.fd, batch.size, batch.position))
+            for record in iter_records(header):
+                if record.offset >= start_offset and record.timestamp >= timestamp:
+                    return record.offset, record.timestamp
+        return None
+
+    # ---- recovery and truncation ----------------------------------------------------------------
+
+    def recover(self, on_batch: Callable[[BatchHeader], None]) -> RecoveryResult:
+        """Rebuild the indexes from the log; cut the log at the first torn or damaged batch."""
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.max_timestamp, self.offset_of_max_timestamp = -1, self.base_offset
+        self.bytes_since_last_index_entry = 0
+        self.rolling_timestamp = None
+        valid, reason = self._scan_valid_prefix(on_batch)
+        truncated = self.size - valid
+        if truncated:
+            os.ftruncate(self.fd, valid)
+            self.size = valid
+        return RecoveryResult(valid, truncated, reason)
+
+    def _scan_valid_prefix(self, on_batch: Callable[[BatchHeader], None]) -> tuple[int, str | None]:
+        if self.size == 0:
+            return 0, None
+        with mmap.mmap(self.fd, self.size, access=mmap.ACCESS_READ) as mapped:
+            view = memoryview(mapped)
+            try:
+                return self._scan_view(view, on_batch)
+            finally:
+                view.release()
+
+    def _scan_view(
+        self, view: memoryview, on_batch: Callable[[BatchHeader], None]
+    ) -> tuple[int, str | None]:
+        position = 0
+        expected = self.base_offset
+        while position < len(view):
+            reason = _batch_problem(view, position, expected)
+            if reason is not None:
+                return position, reason
+            header = BatchHeader(view, position)
+            if self.rolling_timestamp is None:
+                self.rolling_timestamp = header.max_timestamp
+            self._track(position, header.base_offset, header.last_offset, header.size,
+                        header.max_timestamp)  # fmt: skip
+            on_batch(header)
+            expected = header.last_offset + 1
+            position += header.size
+        return position, None
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch at or after `offset` (a batch base offset); return bytes removed."""
+        batch = self.translate_offset(offset)
+        if batch is None:
+            return 0
+        position = batch.position
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        removed = self.size - position
+        os.ftruncate(self.fd, position)
+        self.size = position
+        self.reload_tail_state()
+        return removed
+
+    def reload_tail_state(self) -> None:
+        last = self.time_index.last_entry
+        self.max_timestamp, self.offset_of_max_timestamp = last or (-1, self.base_offset)
+        _, position = self.offset_index.lookup(2**63 - 1)
+        self.bytes_since_last_index_entry = self.size - position
+        for batch in self.batches(position):
+            if batch.max_timestamp > self.max_timestamp:
+                self.max_timestamp, self.offset_of_max_timestamp = (
+                    batch.max_timestamp, batch.last_offset)  # fmt: skip
+        if self.size == 0:
+            self.rolling_timestamp = None
+
+    def validate_indexes(self) -> None:
+        """Raise CorruptIndexError unless both indexes are consistent with the log."""
+        self.offset_index.validate(self.size)
+        self.time_index.validate(self.size)
+        if self.offset_index.entries:
+            offset, position = self.offset_index.lookup(2**63 - 1)
+            located = next(self.batches(position), None)
+            if located is None or located.base_offset != offset:
+                raise CorruptIndexError(
+                    f"{self.offset_index.path}: last entry is not a batch start"
+                )
+
+    # ---- lifecycle ----------------------------------------------------------------------------
+
+    @property
+    def largest_timestamp(self) -> int:
+        """Max record timestamp, or the file's modification time when it has none (retention)."""
+        if self.max_timestamp >= 0:
+            return self.max_timestamp
+        return int(os.fstat(self.fd).st_mtime * 1000)
+
+    def on_become_inactive(self) -> None:
+        """Called when a newer segment takes over appends: index the final max timestamp, trim."""
+        self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+        self.offset_index.trim()
+        self.time_index.trim()
+
+    def make_active(self) -> None:
+        self.offset_index.resize(self.config.segment_index_bytes)
+        self.time_index.resize(self.config.segment_index_bytes)
+
+    def flush(self) -> None:
+        os.fsync(self.fd)
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    def change_transit(self, transit: str) -> None:
+        """Rename all three files to carry `transit` (e.g. "", ".swap", ".deleted")."""
+        new_log = segment_path(self.directory, self.base_offset, LOG_SUFFIX, transit)
+        os.rename(self.log_path, new_log)
+        self.log_path = new_log
+        for index, suffix in (
+            (self.offset_index, INDEX_SUFFIX),
+            (self.time_index, TIME_INDEX_SUFFIX),
+        ):
+            index.rename(segment_path(self.directory, self.base_offset, suffix, transit))
+        self.transit = transit
+
+    def close(self) -> None:
+        self.offset_index.close()
+        self.time_index.close()
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def delete(self) -> None:
+        self.close()
+        self.log_path.unlink(missing_ok=True)
+        self.offset_index.path.unlink(missing_ok=True)
+        self.time_index.path.unlink(missing_ok=True)
+
+    def __repr__(self) -> str:
+        return f"LogSegment({self.log_path.name}, size={self.size})"
+
+
+def _batch_problem(view: memoryview, position: int, expected_offset: int) -> str | None:
+    """Why the batch at `position` cannot be kept, or None if it is whole and intact."""
+    remaining = len(view) - position
+    if remaining < HEADER_SIZE:
+        return f"torn batch header ({remaining} bytes) at position {position}"
+    header = BatchHeader(view, position)
+    if header.batch_length < HEADER_SIZE - LOG_OVERHEAD or header.size > remaining:
+        return f"torn batch at position {position}: {header.size} bytes claimed, {remaining} left"
+    if header.magic != MAGIC_V2:
+        return f"unknown magic {header.magic} at position {position}"
+    if header.base_offset < expected_offset or header.last_offset_delta < 0:
+        return f"offset {header.base_offset} at position {position} goes backwards"
+    if not header.crc_ok():
+        return f"CRC mismatch in batch at offset {header.base_offset} (position {position})"
+    return None
