@@ -31,6 +31,7 @@ class _MappedIndex:
         self.base_offset = base_offset
         self.max_index_size = max_index_size
         existed = path.exists() and path.stat().st_size > 0
+        self.newly_created = not existed
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         self._mmap: mmap.mmap | None = None
         if not existed:

@@ -171,6 +171,11 @@ class PartitionLog:
         return 2**63 - 1
 
     def _indexes_sound(self, segment: LogSegment) -> bool:
+        indexes = (segment.offset_index, segment.time_index)
+        missing = [index.path.name for index in indexes if index.newly_created]
+        if segment.size and missing:
+            self.load_report.problems.append(f"rebuilding missing index {', '.join(missing)}")
+            return False
         try:
             segment.validate_indexes()
         except CorruptIndexError as exc:
