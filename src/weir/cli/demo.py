@@ -34,8 +34,9 @@ def register(commands: Any) -> None:
 def load_samples() -> dict[str, list[bytes]]:
     """source name -> its log lines, from the samples packaged with weir."""
     samples = {}
-    for entry in sorted(resources.files("weir.cli").joinpath("demo_data").iterdir(),
-                        key=lambda e: e.name):  # fmt: skip
+    for entry in sorted(
+        resources.files("weir.cli").joinpath("demo_data").iterdir(), key=lambda e: e.name
+    ):
         if entry.name.endswith(".log.gz"):
             source = entry.name.split("_", 1)[0].lower()
             samples[source] = gzip.decompress(entry.read_bytes()).splitlines()
@@ -66,14 +67,18 @@ def _close(manager: LogManager, scheduler: ThreadScheduler) -> None:
 def _run_in(data_dir: Path) -> int:
     samples = load_samples()
     total_lines = sum(len(lines) for lines in samples.values())
-    print(f"weir demo: the storage engine on {total_lines:,} real log lines from "
-          f"{len(samples)} systems\n")  # fmt: skip
+    print(
+        f"weir demo: the storage engine on {total_lines:,} real log lines from "
+        f"{len(samples)} systems\n"
+    )
     manager, scheduler = _open(data_dir)
     elapsed, written = _ingest(manager, samples)
     print(f"{'topic':<18}{'records':>9}{'segments':>10}{'bytes':>10}")
     for (topic, partition), log in sorted(manager):
-        print(f"{topic + '-' + str(partition):<18}{log.log_end_offset:>9,}"
-              f"{len(log.segments):>10}{log.size:>10,}")  # fmt: skip
+        print(
+            f"{topic + '-' + str(partition):<18}{log.log_end_offset:>9,}"
+            f"{len(log.segments):>10}{log.size:>10,}"
+        )
     print(f"\nappended {written / 1e6:.1f} MB of lz4 batches in {elapsed * 1000:.0f} ms")
     mismatches = _verify(manager, samples)
     print(f"read back through file slices: {total_lines:,} lines, {mismatches} mismatches")
@@ -93,8 +98,10 @@ def _run_in(data_dir: Path) -> int:
     assert tail is not None
     for problem in tail.load_report.problems:
         print(f"restart after a torn write: {problem}")
-    print(f"  logs.apache now ends at offset {tail.log_end_offset:,}; "
-          f"{_verify(manager, samples)} mismatches in what remains")  # fmt: skip
+    print(
+        f"  logs.apache now ends at offset {tail.log_end_offset:,}; "
+        f"{_verify(manager, samples)} mismatches in what remains"
+    )
 
     compacted = manager.get("components", 0)
     assert compacted is not None
@@ -116,12 +123,16 @@ def _ingest(manager: LogManager, samples: dict[str, list[bytes]]) -> tuple[float
         log = manager.get_or_create(f"logs.{source}", 0)
         for start in range(0, len(lines), BATCH_RECORDS):
             chunk = lines[start : start + BATCH_RECORDS]
-            records = [Record(offset=i, timestamp=now + start + i, key=None, value=line)
-                       for i, line in enumerate(chunk)]  # fmt: skip
+            records = [
+                Record(offset=i, timestamp=now + start + i, key=None, value=line)
+                for i, line in enumerate(chunk)
+            ]
             batch = build_batch(records, spec=BatchSpec(compression=Compression.LZ4))
             log.append(batch, leader_epoch=0)
-            keyed = [Record(offset=i, timestamp=now, key=source.encode(), value=line)
-                     for i, line in enumerate(chunk)]  # fmt: skip
+            keyed = [
+                Record(offset=i, timestamp=now, key=source.encode(), value=line)
+                for i, line in enumerate(chunk)
+            ]
             compacted.append(build_batch(keyed), leader_epoch=0)
             written += len(batch)
     return time.perf_counter() - started, written

@@ -38,21 +38,31 @@ def run_dump(args: argparse.Namespace) -> int:
     try:
         for header in iter_batches(data):
             line = {
-                "position": position, "base_offset": header.base_offset,
-                "last_offset": header.last_offset, "count": header.records_count,
-                "size": header.size, "crc_ok": header.crc_ok(),
+                "position": position,
+                "base_offset": header.base_offset,
+                "last_offset": header.last_offset,
+                "count": header.records_count,
+                "size": header.size,
+                "crc_ok": header.crc_ok(),
                 "compression": header.compression.name.lower(),
                 "max_timestamp": header.max_timestamp,
                 "leader_epoch": header.partition_leader_epoch,
                 "producer_id": header.producer_id,
-            }  # fmt: skip
+            }
             print(json.dumps(line))
             if args.records:
                 for record in iter_records(header):
-                    print("  " + json.dumps({
-                        "offset": record.offset, "timestamp": record.timestamp,
-                        "key": _text(record.key), "value": _text(record.value),
-                    }))  # fmt: skip
+                    print(
+                        "  "
+                        + json.dumps(
+                            {
+                                "offset": record.offset,
+                                "timestamp": record.timestamp,
+                                "key": _text(record.key),
+                                "value": _text(record.value),
+                            }
+                        )
+                    )
             position += header.size
     except CorruptRecordError as exc:
         print(json.dumps({"position": position, "error": str(exc)}))
@@ -74,12 +84,19 @@ def run_check(args: argparse.Namespace) -> int:
         try:
             log = PartitionLog(directory, LogConfig(), SystemClock(), scheduler)
             report = log.load_report
-            print(json.dumps({
-                "segments": len(log.segments), "log_start_offset": log.log_start_offset,
-                "log_end_offset": log.log_end_offset,
-                "recovered_segments": report.recovered_segments,
-                "truncated_bytes": report.truncated_bytes, "problems": report.problems,
-            }, indent=2))  # fmt: skip
+            print(
+                json.dumps(
+                    {
+                        "segments": len(log.segments),
+                        "log_start_offset": log.log_start_offset,
+                        "log_end_offset": log.log_end_offset,
+                        "recovered_segments": report.recovered_segments,
+                        "truncated_bytes": report.truncated_bytes,
+                        "problems": report.problems,
+                    },
+                    indent=2,
+                )
+            )
             log.close()
         finally:
             scheduler.shutdown()

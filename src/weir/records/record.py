@@ -172,10 +172,22 @@ def build_batch(
     attributes |= CONTROL_BIT if spec.control else 0
     buf = bytearray(HEADER_SIZE + len(body))
     HEADER.pack_into(
-        buf, 0, base, HEADER_SIZE - LOG_OVERHEAD + len(body), spec.partition_leader_epoch,
-        MAGIC_V2, 0, attributes, last_offset_delta, base_ts, max_ts, spec.producer_id,
-        spec.producer_epoch, spec.base_sequence, len(records),
-    )  # fmt: skip
+        buf,
+        0,
+        base,
+        HEADER_SIZE - LOG_OVERHEAD + len(body),
+        spec.partition_leader_epoch,
+        MAGIC_V2,
+        0,
+        attributes,
+        last_offset_delta,
+        base_ts,
+        max_ts,
+        spec.producer_id,
+        spec.producer_epoch,
+        spec.base_sequence,
+        len(records),
+    )
     buf[HEADER_SIZE:] = body
     crc = crc32c.crc32c(memoryview(buf)[CRC_START:])
     buf[17:21] = crc.to_bytes(4, "big")

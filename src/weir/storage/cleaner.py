@@ -60,16 +60,15 @@ class LogCleaner:
         self, log: PartitionLog, group: list[LogSegment], latest: dict[bytes, int], horizon: int
     ) -> LogSegment | None:
         """Write the kept records of `group` into a `.cleaned` segment; None if nothing changes."""
-        cleaned = LogSegment(log.directory, group[0].base_offset, log.config, self._clock,
-                             transit=CLEANED_SUFFIX)  # fmt: skip
+        cleaned = LogSegment(
+            log.directory, group[0].base_offset, log.config, self._clock, transit=CLEANED_SUFFIX
+        )
         changed = False
         for header in _batches(group):
             kept, dropped = _filter(header, latest, horizon)
             changed |= dropped
-            if kept is header:
-                cleaned.append(header.buf, header)
-            elif kept is not None:
-                cleaned.append(kept.buf, kept)
+            if kept is not None:
+                cleaned.append(kept.buf, kept.base_offset, kept.last_offset, kept.max_timestamp)
         if not changed:
             cleaned.delete()
             return None

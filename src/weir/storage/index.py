@@ -30,11 +30,11 @@ class _MappedIndex:
         self.path = path
         self.base_offset = base_offset
         self.max_index_size = max_index_size
-        existed = path.exists() and path.stat().st_size > 0
-        self.newly_created = not existed
+        self.newly_created = not path.exists()
+        existed = not self.newly_created and path.stat().st_size > 0
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         self._mmap: mmap.mmap | None = None
-        if not existed:
+        if self.newly_created:
             os.ftruncate(self._fd, self._rounded(max_index_size))
         self._map_file()
         self.entries = self._count_valid_entries() if existed else 0
@@ -49,10 +49,7 @@ class _MappedIndex:
     def _map_file(self) -> None:
         size = os.fstat(self._fd).st_size
         self._mmap = mmap.mmap(self._fd, size) if size else None
-
-    @property
-    def capacity(self) -> int:
-        return 0 if self._mmap is None else len(self._mmap) // self.entry_size
+        self.capacity = size // self.entry_size
 
     @property
     def is_full(self) -> bool:
@@ -115,6 +112,7 @@ class _MappedIndex:
         if self._mmap is not None:
             self._mmap.close()
             self._mmap = None
+        self.capacity = 0
 
     def close(self) -> None:
         self._unmap()
@@ -206,7 +204,10 @@ class TimeIndex(_MappedIndex):
         return timestamp, self.base_offset + relative
 
     def maybe_append(self, timestamp: int, offset: int) -> None:
+        """Index `timestamp` at `offset` if both are past the last entry (-1: no timestamp)."""
         last = self.last_entry
+        if timestamp < 0:
+            return
         if last is not None and (timestamp <= last[0] or offset <= last[1]):
             return
         self._write(self.entries, timestamp, offset - self.base_offset)

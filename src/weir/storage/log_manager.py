@@ -91,10 +91,14 @@ class LogManager:
             if tp is None:
                 continue
             self.logs[tp] = PartitionLog(
-                directory, self.config_for(tp[0]), self._clock, self._scheduler,
-                recovery_point=recovery_points.get(tp, 0), log_start_offset=log_starts.get(tp, 0),
+                directory,
+                self.config_for(tp[0]),
+                self._clock,
+                self._scheduler,
+                recovery_point=recovery_points.get(tp, 0),
+                log_start_offset=log_starts.get(tp, 0),
                 clean_shutdown=clean,
-            )  # fmt: skip
+            )
         marker.unlink(missing_ok=True)
         self.checkpoint()
 
@@ -120,8 +124,9 @@ class LogManager:
         self._scheduler.schedule(
             "log-checkpoint", self.checkpoint, s.checkpoint_interval_ms, s.checkpoint_interval_ms
         )
-        self._scheduler.schedule("log-cleaner", self.compact_logs,
-                                 s.cleaner_backoff_ms, s.cleaner_backoff_ms)  # fmt: skip
+        self._scheduler.schedule(
+            "log-cleaner", self.compact_logs, s.cleaner_backoff_ms, s.cleaner_backoff_ms
+        )
 
     # ---- registry -----------------------------------------------------------------------------
 
@@ -136,8 +141,13 @@ class LogManager:
             tp = (topic, partition)
             if tp not in self.logs:
                 directory = self.data_dir / partition_dir_name(topic, partition)
-                self.logs[tp] = PartitionLog(directory, self.config_for(topic), self._clock,
-                                             self._scheduler, clean_shutdown=True)  # fmt: skip
+                self.logs[tp] = PartitionLog(
+                    directory,
+                    self.config_for(topic),
+                    self._clock,
+                    self._scheduler,
+                    clean_shutdown=True,
+                )
                 fsync_directory(self.data_dir)
             return self.logs[tp]
 
@@ -177,8 +187,11 @@ class LogManager:
             partition_log.flush_if_due()
 
     def compact_logs(self) -> int:
-        return sum(self.cleaner.clean(partition_log) for _, partition_log in self
-                   if partition_log.config.compact)  # fmt: skip
+        return sum(
+            self.cleaner.clean(partition_log)
+            for _, partition_log in self
+            if partition_log.config.compact
+        )
 
     def checkpoint(self) -> None:
         logs = list(self)

@@ -28,6 +28,7 @@ from pathlib import Path
 from weir.clock import Clock, Scheduler
 from weir.records import (
     BatchHeader,
+    HeaderFields,
     iter_batches,
     set_base_offset,
     set_log_append_time,
@@ -118,8 +119,9 @@ class PartitionLog:
         self._complete_swaps()
         paths = sorted(self.directory.glob(f"*{LOG_SUFFIX}"), key=parse_base_offset)
         for path in paths:
-            self.segments.append(LogSegment(self.directory, parse_base_offset(path), self.config,
-                                            self._clock))  # fmt: skip
+            self.segments.append(
+                LogSegment(self.directory, parse_base_offset(path), self.config, self._clock)
+            )
         self._check_segments(clean_shutdown)
         if not self.segments:
             self.segments.append(self._new_segment(self.log_start_offset))
@@ -140,8 +142,13 @@ class PartitionLog:
         """Finish compaction swaps a crash interrupted: the `.swap` segment replaces the
         segments whose base offsets fall in its range."""
         for path in sorted(self.directory.glob(f"*{LOG_SUFFIX}{SWAP_SUFFIX}")):
-            swap = LogSegment(self.directory, parse_base_offset(path), self.config, self._clock,
-                              transit=SWAP_SUFFIX)  # fmt: skip
+            swap = LogSegment(
+                self.directory,
+                parse_base_offset(path),
+                self.config,
+                self._clock,
+                transit=SWAP_SUFFIX,
+            )
             swap.recover(lambda _: None)
             end = swap.next_offset()
             for old in self.directory.glob(f"*{LOG_SUFFIX}"):
@@ -234,7 +241,6 @@ class PartitionLog:
         buf = batch if not memoryview(batch).readonly else bytearray(batch)
         assert not isinstance(buf, bytes)
         with self._lock:
-            header = BatchHeader(buf)
             first = self.log_end_offset
             set_base_offset(buf, first)
             set_partition_leader_epoch(buf, leader_epoch)
@@ -242,9 +248,10 @@ class PartitionLog:
             if self.config.message_timestamp_type == TIMESTAMP_LOG_APPEND_TIME:
                 append_time = self._clock.milliseconds()
                 set_log_append_time(buf, append_time)
-            self._append_located(buf, header, leader_epoch)
-            return AppendInfo(first, header.last_offset, header.max_timestamp, append_time,
-                              self.log_start_offset)  # fmt: skip
+            fields = BatchHeader(buf).fields()
+            self._append_located(buf, fields)
+            last = first + fields.last_offset_delta
+            return AppendInfo(first, last, fields.max_timestamp, append_time, self.log_start_offset)
 
     def append_as_follower(self, batches: bytes | bytearray | memoryview) -> int:
         """Append batches that already carry offsets (replication). Returns the new LEO."""
@@ -256,20 +263,18 @@ class PartitionLog:
                         f"{self.log_end_offset}"
                     )
                 view = memoryview(batches)[header.position : header.position + header.size]
-                self._append_located(view, BatchHeader(view), header.partition_leader_epoch)
+                self._append_located(view, header.fields())
             return self.log_end_offset
 
-    def _append_located(
-        self, buf: bytes | bytearray | memoryview, header: BatchHeader, epoch: int
-    ) -> None:
-        last = header.last_offset
-        segment = self._maybe_roll(len(buf), header.max_timestamp, last)
-        segment.append(buf, header)
-        self.epoch_cache.assign(epoch, header.base_offset)
+    def _append_located(self, buf: bytes | bytearray | memoryview, fields: HeaderFields) -> None:
+        last = fields.base_offset + fields.last_offset_delta
+        segment = self._maybe_roll(len(buf), fields.max_timestamp, last)
+        segment.append(buf, fields.base_offset, last, fields.max_timestamp)
+        self.epoch_cache.assign(fields.partition_leader_epoch, fields.base_offset)
         self.log_end_offset = last + 1
         if self.config.high_watermark_policy == HW_LOG_END:
             self.high_watermark = self.log_end_offset
-        self._unflushed_records += header.records_count
+        self._unflushed_records += fields.records_count
         if self._unflushed_records >= self.config.flush_messages:
             self._flush()
 
@@ -341,11 +346,14 @@ class PartitionLog:
     def _read(self, offset: int, max_bytes: int, bound: int, min_one: bool) -> FileSlice | None:
         for i in range(self._segment_index_for(offset), len(self.segments)):
             segment = self.segments[i]
+            end = min(self._segment_end(i), self.log_end_offset)
             max_position = None
-            if bound < self._segment_end(i) and bound < self.log_end_offset:
+            if bound < end:
                 located = segment.translate_offset(bound)
-                max_position = None if located is None else located.position
-            data = segment.read(max(offset, segment.base_offset), max_bytes, max_position, min_one)
+                if located is not None:
+                    max_position, end = located.position, located.base_offset
+            start = max(offset, segment.base_offset)
+            data = segment.read(start, max_bytes, max_position, min_one, bound_offset=end)
             if data is not None or max_position is not None:
                 return data
         return None
@@ -372,13 +380,19 @@ class PartitionLog:
             return None
 
     def max_timestamp_offset(self) -> tuple[int, int]:
-        """(offset, timestamp) of the record with the largest timestamp (ListOffsets -3)."""
+        """(offset, timestamp) of the first record with the largest timestamp (ListOffsets -3),
+        or (-1, -1) for an empty log."""
         with self._lock:
-            best = (-1, -1)
+            best: LogSegment | None = None
             for segment in self.segments:
-                if segment.max_timestamp > best[1]:
-                    best = (segment.offset_of_max_timestamp, segment.max_timestamp)
-            return best
+                if segment.max_timestamp > (best.max_timestamp if best else -1):
+                    best = segment
+            if best is None:
+                return -1, -1
+            found = best.find_offset_by_timestamp(best.max_timestamp, self.log_start_offset)
+            return (
+                found if found is not None else (best.offset_of_max_timestamp, best.max_timestamp)
+            )
 
     # ---- truncation (replication) -------------------------------------------------------------
 
@@ -448,9 +462,11 @@ class PartitionLog:
         for i, segment in enumerate(self.segments[:-1]):
             below_start = self._segment_end(i) <= self.log_start_offset
             expired = self.config.delete and 0 <= self.config.retention_ms < (
-                now - segment.largest_timestamp)  # fmt: skip
+                now - segment.largest_timestamp
+            )
             too_big = self.config.delete and 0 <= self.config.retention_bytes <= (
-                remaining - segment.size)  # fmt: skip
+                remaining - segment.size
+            )
             if not (below_start or expired or too_big):
                 break
             doomed.append(segment)
@@ -460,8 +476,9 @@ class PartitionLog:
     def _delete_segment(self, segment: LogSegment) -> None:
         self.segments.remove(segment)
         segment.change_transit(DELETED_SUFFIX)
-        self._scheduler.schedule(f"delete-{segment.log_path.name}", segment.delete,
-                                 self.config.file_delete_delay_ms)  # fmt: skip
+        self._scheduler.schedule(
+            f"delete-{segment.log_path.name}", segment.delete, self.config.file_delete_delay_ms
+        )
 
     # ---- compaction support -------------------------------------------------------------------
 

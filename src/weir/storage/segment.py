@@ -39,6 +39,7 @@ class FileSlice:
     position: int
     size: int
     first_offset: int
+    next_offset: int  # the offset after the slice's last batch: where the next read starts
 
     def read_bytes(self) -> bytes:
         return os.pread(self.fd, self.size, self.position)
@@ -95,17 +96,22 @@ class LogSegment:
 
     # ---- append -------------------------------------------------------------------------------
 
-    def append(self, batch: bytes | bytearray | memoryview, header: BatchHeader) -> None:
+    def append(
+        self,
+        batch: bytes | bytearray | memoryview,
+        base_offset: int,
+        last_offset: int,
+        max_timestamp: int,
+    ) -> None:
         """Append one batch whose offsets are already assigned. Indexes follow the interval."""
         position = self.size
         written = os.write(self.fd, batch)
         if written != len(batch):
             raise OSError(f"short write to {self.log_path}: {written} of {len(batch)}")
         self.size += written
-        max_ts = header.max_timestamp
         if self.rolling_timestamp is None:
-            self.rolling_timestamp = max_ts
-        self._track(position, header.base_offset, header.last_offset, written, max_ts)
+            self.rolling_timestamp = max_timestamp
+        self._track(position, base_offset, last_offset, written, max_timestamp)
 
     def _track(self, position: int, base: int, last: int, size: int, max_ts: int) -> None:
         if max_ts > self.max_timestamp:
@@ -178,30 +184,37 @@ class LogSegment:
         max_bytes: int,
         max_position: int | None = None,
         min_one_batch: bool = True,
+        bound_offset: int | None = None,
     ) -> FileSlice | None:
         """Whole batches from the one holding `offset`, at most `max_bytes` unless the first is
-        larger and `min_one_batch` (KIP-74). None when `offset` is past the segment or bound."""
+        larger and `min_one_batch` (KIP-74). None when `offset` is past the segment or bound.
+        `bound_offset` is the offset at `max_position` (or at the end), if the caller knows it."""
         bound = self.size if max_position is None else min(max_position, self.size)
         first = self.translate_offset(offset)
         if first is None or first.position >= bound:
             return None
-        end = self._whole_batch_end(first.position, first.position + max_bytes, bound)
+        end, next_offset = self._whole_batch_end(first.position, first.position + max_bytes, bound)
         if end == first.position:
             if not min_one_batch:
                 return None
-            end = first.position + first.size
-        return FileSlice(self.fd, self.log_path, first.position, end - first.position, offset)
+            end, next_offset = first.position + first.size, first.last_offset + 1
+        if next_offset is None:
+            next_offset = self.next_offset() if bound_offset is None else bound_offset
+        size = end - first.position
+        return FileSlice(self.fd, self.log_path, first.position, size, offset, next_offset)
 
-    def _whole_batch_end(self, start: int, limit: int, bound: int) -> int:
-        """The last batch boundary <= min(limit, bound), starting from a boundary at `start`."""
-        limit = min(limit, bound)
+    def _whole_batch_end(self, start: int, limit: int, bound: int) -> tuple[int, int | None]:
+        """The last batch boundary <= min(limit, bound) at or after `start` (a boundary), with
+        the offset that follows it when known (None at the bound itself)."""
         if limit >= bound:
-            return bound  # bound is always a batch boundary
-        _, position = self.offset_index.lookup_position(limit)
-        end = max(position, start)
+            return bound, None
+        indexed_offset, position = self.offset_index.lookup_position(limit)
+        end, next_offset = start, None
+        if position > start:
+            end, next_offset = position, indexed_offset
         for batch in self.batches(end, limit):
-            end = batch.position + batch.size
-        return end
+            end, next_offset = batch.position + batch.size, batch.last_offset + 1
+        return end, next_offset
 
     def find_offset_by_timestamp(self, timestamp: int, start_offset: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record at or after `start_offset` with a timestamp >=
@@ -255,8 +268,9 @@ class LogSegment:
             header = BatchHeader(view, position)
             if self.rolling_timestamp is None:
                 self.rolling_timestamp = header.max_timestamp
-            self._track(position, header.base_offset, header.last_offset, header.size,
-                        header.max_timestamp)  # fmt: skip
+            self._track(
+                position, header.base_offset, header.last_offset, header.size, header.max_timestamp
+            )
             on_batch(header)
             expected = header.last_offset + 1
             position += header.size
@@ -284,7 +298,9 @@ class LogSegment:
         for batch in self.batches(position):
             if batch.max_timestamp > self.max_timestamp:
                 self.max_timestamp, self.offset_of_max_timestamp = (
-                    batch.max_timestamp, batch.last_offset)  # fmt: skip
+                    batch.max_timestamp,
+                    batch.last_offset,
+                )
         if self.size == 0:
             self.rolling_timestamp = None
 
