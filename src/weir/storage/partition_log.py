@@ -106,7 +106,7 @@ class PartitionLog:
         self._load(clean_shutdown)
         self.log_end_offset = self.active_segment.next_offset()
         self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
-        self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        self.recovery_point = self.log_end_offset  # clean, or recovered segments were fsynced
         self.high_watermark = self.log_end_offset
         self.epoch_cache.truncate_from_end(self.log_end_offset)
         self._unflushed_records = 0
