@@ -277,13 +277,13 @@ class LogSegment:
         return position, None
 
     def truncate_to(self, offset: int) -> int:
-        """Remove every batch at or after `offset` (a batch base offset); return bytes removed."""
+        """Remove the batch holding `offset` and all after it; return the bytes removed."""
         batch = self.translate_offset(offset)
         if batch is None:
             return 0
         position = batch.position
-        self.offset_index.truncate_to(offset)
-        self.time_index.truncate_to(offset)
+        self.offset_index.truncate_to(batch.base_offset)
+        self.time_index.truncate_to(batch.base_offset)
         removed = self.size - position
         os.ftruncate(self.fd, position)
         self.size = position

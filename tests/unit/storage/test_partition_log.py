@@ -267,3 +267,16 @@ def test_batches_keep_their_bytes_on_disk(open_log: OpenLog) -> None:
     assert raw[12:16] == (7).to_bytes(4, "big")
     assert raw[16:] == bytes(original[16:])
     assert BatchHeader(raw).crc == BatchHeader(bytes(original)).crc
+
+
+def test_truncating_inside_a_batch_removes_that_whole_batch(open_log: OpenLog) -> None:
+    log = open_log(LogConfig(index_interval_bytes=0))
+    for i in range(6):
+        log.append(batch([b"%d" % i, b"x", b"y"]), leader_epoch=0)
+    log.truncate_to(10)  # inside the batch 9..11
+    assert log.log_end_offset == 9
+    segment = log.active_segment
+    assert segment.offset_index.lookup(10**6)[1] < segment.size
+    segment.validate_indexes()
+    assert log.append(batch([b"z"]), leader_epoch=0).first_offset == 9
+    assert [o for o, _ in all_values(log)] == list(range(10))
