@@ -62,6 +62,8 @@ def snappy_decompress(data: Buffer) -> bytes:
     if bytes(view[:8]) != XERIAL_MAGIC:
         return bytes(cramjam.snappy.decompress_raw(view))
     pos = _XERIAL_HEADER.size
+    if len(view) < pos:
+        raise CorruptRecordError("truncated xerial snappy header")
     parts = []
     while pos < len(view):
         if pos + 4 > len(view):

@@ -31,7 +31,7 @@ from weir.records.batch import (
     BatchHeader,
 )
 from weir.records.compression import Compression, compress, decompress
-from weir.records.errors import CorruptRecordError
+from weir.records.errors import CorruptRecordError, InvalidRecordError
 from weir.records.varint import decode_varint, encode_varint
 
 Header = tuple[str, bytes | None]
@@ -76,11 +76,15 @@ def _decode_one(buf: bytes | memoryview, pos: int, header: BatchHeader) -> tuple
     key, pos = _read_bytes(buf, pos)
     value, pos = _read_bytes(buf, pos)
     count, pos = decode_varint(buf, pos)
+    if count < 0:
+        raise InvalidRecordError(f"negative header count {count}")
     headers = []
     for _ in range(count):
         name, pos = _read_bytes(buf, pos)
+        if name is None:
+            raise InvalidRecordError("null header key")
         data, pos = _read_bytes(buf, pos)
-        headers.append(((name or b"").decode("utf-8", "replace"), data))
+        headers.append((name.decode("utf-8", "replace"), data))
     if pos != end:
         raise CorruptRecordError(f"record declared {length} bytes but used {length + pos - end}")
     timestamp = (

@@ -9,10 +9,12 @@ offset delta only, and can be turned off by the caller with `check_records=False
 from __future__ import annotations
 
 from weir.records.batch import HEADER_SIZE, LOG_OVERHEAD, MAGIC_V2, BatchHeader, Buffer
+from weir.records.compression import Compression
 from weir.records.errors import (
     CorruptRecordError,
     InvalidRecordError,
     RecordTooLargeError,
+    UnsupportedCompressionError,
 )
 from weir.records.record import records_section
 from weir.records.varint import decode_varint
@@ -45,6 +47,8 @@ def validate_batch(
         )
     if header.is_control:
         raise InvalidRecordError("clients may not produce control batches")
+    if header.attributes & 0x07 > max(Compression):
+        raise UnsupportedCompressionError(f"unknown compression codec {header.attributes & 0x07}")
     if check_records:
         check_inner_offsets(header)
     return header
@@ -61,7 +65,9 @@ def check_inner_offsets(header: BatchHeader) -> None:
         if length <= 0 or pos > end:
             raise CorruptRecordError(f"record {expected} of {length} bytes overruns the batch")
         _, after_ts = decode_varint(buf, body + 1)
-        delta, _ = decode_varint(buf, after_ts)
+        delta, after_delta = decode_varint(buf, after_ts)
+        if after_delta > pos:
+            raise CorruptRecordError(f"record {expected} is shorter than its own fields")
         if delta != expected:
             raise InvalidRecordError(f"record {expected} has offset delta {delta}")
     if pos != end:
