@@ -6,33 +6,13 @@ Kafka's format: a version line `0`, a count line, then `topic partition offset` 
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
-from weir.storage.files import TEMP_SUFFIX
+from weir.durable import write_atomically
 
 VERSION = 0
 TopicPartition = tuple[str, int]
-
-
-def fsync_directory(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_atomically(path: Path, lines: Iterable[str]) -> None:
-    temp = path.with_name(path.name + TEMP_SUFFIX)
-    with open(temp, "w", encoding="utf-8") as f:
-        for line in lines:
-            f.write(line + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(temp, path)
-    fsync_directory(path.parent)
 
 
 def read_lines(path: Path) -> list[str] | None:

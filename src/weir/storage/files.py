@@ -24,7 +24,6 @@ LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 CLEAN_SHUTDOWN_FILE = ".weir-clean-shutdown"
-TEMP_SUFFIX = ".tmp"
 
 
 def segment_name(base_offset: int) -> str:

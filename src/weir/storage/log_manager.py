@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from weir.clock import Clock, Scheduler
-from weir.storage.checkpoint import OffsetCheckpointFile, TopicPartition, fsync_directory
+from weir.durable import fsync_directory
+from weir.storage.checkpoint import OffsetCheckpointFile, TopicPartition
 from weir.storage.cleaner import LogCleaner
 from weir.storage.config import LogConfig
 from weir.storage.files import (

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from weir.clock import Clock, Scheduler
+from weir.durable import TEMP_SUFFIX, fsync_directory
 from weir.records import (
     BatchHeader,
     HeaderFields,
@@ -34,7 +35,6 @@ from weir.records import (
     set_log_append_time,
     set_partition_leader_epoch,
 )
-from weir.storage.checkpoint import fsync_directory
 from weir.storage.config import HW_LOG_END, TIMESTAMP_LOG_APPEND_TIME, LogConfig
 from weir.storage.errors import CorruptIndexError, InvalidOffsetError, OffsetOutOfRangeError
 from weir.storage.files import (
@@ -43,7 +43,6 @@ from weir.storage.files import (
     LEADER_EPOCH_CHECKPOINT,
     LOG_SUFFIX,
     SWAP_SUFFIX,
-    TEMP_SUFFIX,
     parse_base_offset,
 )
 from weir.storage.leader_epoch import LeaderEpochCache

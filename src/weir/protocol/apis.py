@@ -1,0 +1,63 @@
+"""The API keys Weir serves and the version range it advertises for each.
+
+This table is the contract with clients: ApiVersions returns exactly it, the decoder refuses
+anything outside it, and the broker has one handler per key in it (a test checks both ways).
+Produce is advertised from 0 because librdkafka looks for that; versions below 3 are refused
+with UNSUPPORTED_VERSION, as Kafka 4 does.
+"""
+
+from __future__ import annotations
+
+import enum
+from types import MappingProxyType
+from typing import Final
+
+
+class ApiKey(enum.IntEnum):
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
+    INIT_PRODUCER_ID = 22
+    DESCRIBE_CONFIGS = 32
+    ALTER_CONFIGS = 33
+    CREATE_PARTITIONS = 37
+    INCREMENTAL_ALTER_CONFIGS = 44
+    DESCRIBE_CLUSTER = 60
+
+
+ADVERTISED: Final = MappingProxyType(
+    {
+        ApiKey.PRODUCE: (0, 9),
+        ApiKey.FETCH: (4, 12),
+        ApiKey.LIST_OFFSETS: (1, 7),
+        ApiKey.METADATA: (0, 12),
+        ApiKey.API_VERSIONS: (0, 3),
+        ApiKey.CREATE_TOPICS: (2, 7),
+        ApiKey.DELETE_TOPICS: (1, 6),
+        ApiKey.DELETE_RECORDS: (0, 2),
+        ApiKey.INIT_PRODUCER_ID: (0, 4),
+        ApiKey.DESCRIBE_CONFIGS: (1, 4),
+        ApiKey.ALTER_CONFIGS: (0, 2),
+        ApiKey.CREATE_PARTITIONS: (0, 3),
+        ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
+        ApiKey.DESCRIBE_CLUSTER: (0, 1),
+    }
+)
+
+#: Versions that are advertised but refused with UNSUPPORTED_VERSION.
+REFUSED_BELOW: Final = MappingProxyType({ApiKey.PRODUCE: 3})
+
+
+def decodable(advertised: dict[int, tuple[int, int]] | None = None) -> dict[int, tuple[int, int]]:
+    """The version ranges the decoder accepts: advertised minus the refused ones."""
+    source = advertised if advertised is not None else ADVERTISED
+    table: dict[int, tuple[int, int]] = {int(k): v for k, v in source.items()}
+    for key, low in REFUSED_BELOW.items():
+        if key in table:
+            table[key] = (max(low, table[key][0]), table[key][1])
+    return table
