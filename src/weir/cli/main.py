@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from weir import __version__
-from weir.cli import demo, logtool
+from weir.cli import broker, demo, logtool
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -16,6 +16,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"weir {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    broker.register(commands)
     demo.register(commands)
     logtool.register(commands)
     return parser

@@ -28,6 +28,7 @@ from pathlib import Path
 from weir.clock import Clock, Scheduler
 from weir.durable import TEMP_SUFFIX, fsync_directory
 from weir.records import (
+    HEADER_SIZE,
     BatchHeader,
     HeaderFields,
     iter_batches,
@@ -365,6 +366,16 @@ class PartitionLog:
             for located in segment.batches():
                 if located.last_offset >= start_offset:
                     yield BatchHeader(os.pread(segment.fd, located.size, located.position))
+
+    def batch_headers(self, start_offset: int = 0) -> Iterator[HeaderFields]:
+        """The header fields of every batch from `start_offset` on, without reading records."""
+        with self._lock:
+            segments = list(self.segments[self._segment_index_for(start_offset) :])
+        for segment in segments:
+            for located in segment.batches():
+                if located.last_offset >= start_offset:
+                    raw = os.pread(segment.fd, HEADER_SIZE, located.position)
+                    yield BatchHeader(raw).fields()
 
     # ---- offsets by time ----------------------------------------------------------------------
 

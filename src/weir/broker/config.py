@@ -1,0 +1,133 @@
+"""Broker configuration: Kafka's broker setting names, from a TOML file and command-line flags.
+
+A TOML file holds a flat table of Kafka-style names (`"log.segment.bytes" = 1048576` or nested
+`[log] segment.bytes = ...`); flags override it. Topic-level defaults (`log.*` names) become the
+LogConfig every topic starts from.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from weir.storage import LogConfig
+
+#: broker setting -> topic setting it provides the default for (Kafka's naming)
+TOPIC_DEFAULTS = {
+    "log.segment.bytes": "segment.bytes",
+    "log.roll.ms": "segment.ms",
+    "log.index.size.max.bytes": "segment.index.bytes",
+    "log.index.interval.bytes": "index.interval.bytes",
+    "log.flush.interval.messages": "flush.messages",
+    "log.flush.interval.ms": "flush.ms",
+    "log.retention.ms": "retention.ms",
+    "log.retention.bytes": "retention.bytes",
+    "log.cleanup.policy": "cleanup.policy",
+    "log.cleaner.delete.retention.ms": "delete.retention.ms",
+    "log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",
+    "log.segment.delete.delay.ms": "file.delete.delay.ms",
+    "message.max.bytes": "max.message.bytes",
+    "log.message.timestamp.type": "message.timestamp.type",
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerConfig:
+    node_id: int = 0
+    listen_host: str = "127.0.0.1"
+    listen_port: int = 9092
+    advertised_host: str | None = None
+    advertised_port: int | None = None
+    data_dir: Path = Path("weir-data")
+    rack: str | None = None
+    zookeeper: str | None = None
+    socket_request_max_bytes: int = 100 * 1024 * 1024
+    auto_create_topics_enable: bool = True
+    num_partitions: int = 1
+    default_replication_factor: int = 1
+    log_retention_check_interval_ms: int = 300_000
+    log_flush_offset_checkpoint_interval_ms: int = 60_000
+    log_cleaner_backoff_ms: int = 15_000
+    validate_records: bool = True
+    log_defaults: LogConfig = field(default_factory=LogConfig)
+
+    @property
+    def advertised(self) -> tuple[str, int]:
+        return self.advertised_host or self.listen_host, self.advertised_port or self.listen_port
+
+    @classmethod
+    def load(cls, path: Path | None = None, **overrides: Any) -> BrokerConfig:
+        settings: dict[str, Any] = {}
+        if path is not None:
+            settings.update(_flatten(tomllib.loads(path.read_text(encoding="utf-8"))))
+        return cls.from_settings(settings, **{k: v for k, v in overrides.items() if v is not None})
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any], **overrides: Any) -> BrokerConfig:
+        own = {f.name for f in fields(cls)}
+        values: dict[str, Any] = {}
+        topic: dict[str, str] = {}
+        for name, value in settings.items():
+            if name in TOPIC_DEFAULTS:
+                topic[TOPIC_DEFAULTS[name]] = _config_text(value)
+            elif name in ("listeners", "listen"):
+                values["listen_host"], values["listen_port"] = parse_host_port(str(value))
+            elif name in ("advertised.listeners", "advertise"):
+                values["advertised_host"], values["advertised_port"] = parse_host_port(str(value))
+            elif name.replace(".", "_") in own:
+                values[name.replace(".", "_")] = value
+            else:
+                raise ValueError(f"unknown broker setting {name!r}")
+        config = cls(**values)
+        if topic:
+            config = replace(config, log_defaults=LogConfig.from_properties(topic))
+        if "data_dir" in values:
+            config = replace(config, data_dir=Path(values["data_dir"]))
+        return replace(config, **overrides)
+
+    def broker_configs(self) -> dict[str, str]:
+        """Kafka-named settings for DescribeConfigs on the broker resource."""
+        topic = self.log_defaults.to_properties()
+        out = {broker: topic[t] for broker, t in TOPIC_DEFAULTS.items() if t in topic}
+        out.update({
+            "broker.id": str(self.node_id), "node.id": str(self.node_id),
+            "auto.create.topics.enable": str(self.auto_create_topics_enable).lower(),
+            "num.partitions": str(self.num_partitions),
+            "default.replication.factor": str(self.default_replication_factor),
+            "socket.request.max.bytes": str(self.socket_request_max_bytes),
+            "log.dirs": str(self.data_dir),
+        })  # fmt: skip
+        if self.rack:
+            out["broker.rack"] = self.rack
+        return out
+
+
+def parse_host_port(text: str) -> tuple[str, int]:
+    """`HOST:PORT` (an optional `PLAINTEXT://` prefix is allowed) -> (host, port)."""
+    text = text.split("://", 1)[-1]
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ValueError(f"expected HOST:PORT, got {text!r}")
+    return host.strip("[]") or "0.0.0.0", int(port)
+
+
+def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in table.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            out.update(_flatten(value, name + "."))
+        else:
+            out[name] = value
+    return out
+
+
+def _config_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, list):
+        return ",".join(str(v) for v in value)
+    return str(value)

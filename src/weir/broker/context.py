@@ -1,0 +1,51 @@
+"""What every request handler may use: configuration, metadata, partitions, topics, time."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from weir.broker.config import BrokerConfig
+from weir.broker.replica_manager import ReplicaManager
+from weir.broker.topics import TopicManager
+from weir.clock import Clock
+from weir.cluster.metadata import MetadataStore
+
+
+class ProducerIdAllocator:
+    """Hands out producer ids from blocks reserved in the metadata store."""
+
+    def __init__(self, metadata: MetadataStore) -> None:
+        self._metadata = metadata
+        self._block: range = range(0)
+        self._next = 0
+
+    def next_id(self) -> int:
+        if self._next >= len(self._block):
+            self._block = self._metadata.allocate_producer_ids()
+            self._next = 0
+        producer_id = self._block[self._next]
+        self._next += 1
+        return producer_id
+
+
+@dataclass(slots=True)
+class BrokerContext:
+    config: BrokerConfig
+    metadata: MetadataStore
+    replicas: ReplicaManager
+    topics: TopicManager
+    producer_ids: ProducerIdAllocator
+    clock: Clock
+
+
+def make(cls: type, **values: Any) -> Any:
+    """Build a kio message of any version from the superset of fields we know: fields the
+    version lacks are dropped, so one handler serves every version."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    return cls(**{k: v for k, v in values.items() if k in names})
+
+
+def has_field(obj: Any, name: str) -> bool:
+    return name in {f.name for f in dataclasses.fields(obj)}

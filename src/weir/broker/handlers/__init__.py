@@ -1,0 +1,47 @@
+"""One handler module per API key, dispatched by `HANDLERS`. Handlers hold no state: each turns
+a decoded request into a call on the broker's parts and a response (or None: no response)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from types import MappingProxyType
+from typing import Any
+
+from weir.broker.context import BrokerContext
+from weir.broker.handlers import (
+    alter_configs,
+    api_versions,
+    create_partitions,
+    create_topics,
+    delete_records,
+    delete_topics,
+    describe_cluster,
+    describe_configs,
+    fetch,
+    incremental_alter_configs,
+    init_producer_id,
+    list_offsets,
+    metadata,
+    produce,
+)
+from weir.protocol.apis import ApiKey
+from weir.protocol.codec import Request
+
+Handler = Callable[[BrokerContext, Request], Awaitable[Any]]
+
+HANDLERS: MappingProxyType[int, Handler] = MappingProxyType({
+    ApiKey.PRODUCE: produce.handle,
+    ApiKey.FETCH: fetch.handle,
+    ApiKey.LIST_OFFSETS: list_offsets.handle,
+    ApiKey.METADATA: metadata.handle,
+    ApiKey.API_VERSIONS: api_versions.handle,
+    ApiKey.CREATE_TOPICS: create_topics.handle,
+    ApiKey.DELETE_TOPICS: delete_topics.handle,
+    ApiKey.DELETE_RECORDS: delete_records.handle,
+    ApiKey.INIT_PRODUCER_ID: init_producer_id.handle,
+    ApiKey.DESCRIBE_CONFIGS: describe_configs.handle,
+    ApiKey.ALTER_CONFIGS: alter_configs.handle,
+    ApiKey.CREATE_PARTITIONS: create_partitions.handle,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: incremental_alter_configs.handle,
+    ApiKey.DESCRIBE_CLUSTER: describe_cluster.handle,
+})  # fmt: skip

@@ -1,0 +1,38 @@
+"""CreatePartitions (37): grow a topic's partition count."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from weir.broker.context import BrokerContext, make
+from weir.broker.topics import TopicError
+from weir.protocol.apis import ApiKey
+from weir.protocol.codec import Request, response_module
+
+
+async def handle(broker: BrokerContext, request: Request) -> Any:
+    m = response_module(ApiKey.CREATE_PARTITIONS, request.api_version)
+    body = request.body
+    results = []
+    for topic in body.topics:
+        error, message = ErrorCode.none, None
+        try:
+            if topic.assignments:
+                raise TopicError(ErrorCode.invalid_request, "manual assignment is not supported")
+            broker.topics.grow(topic.name, topic.count, body.validate_only)
+        except TopicError as exc:
+            error, message = exc.error, exc.message
+        results.append(
+            make(
+                m.CreatePartitionsTopicResult,
+                name=topic.name,
+                error_code=error,
+                error_message=message,
+            )
+        )
+    return make(
+        m.CreatePartitionsResponse, throttle_time=datetime.timedelta(0), results=tuple(results)
+    )

@@ -1,0 +1,31 @@
+"""DeleteRecords (21): move partitions' log start offsets forward."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from weir.broker.context import BrokerContext, make
+from weir.protocol.apis import ApiKey
+from weir.protocol.codec import Request, response_module
+
+
+async def handle(broker: BrokerContext, request: Request) -> Any:
+    m = response_module(ApiKey.DELETE_RECORDS, request.api_version)
+    topics = []
+    for topic in request.body.topics:
+        partitions = []
+        for p in topic.partitions:
+            error, low = broker.replicas.delete_records(topic.name, p.partition_index, p.offset)
+            partitions.append(
+                make(
+                    m.DeleteRecordsPartitionResult,
+                    partition_index=p.partition_index,
+                    low_watermark=low,
+                    error_code=error,
+                )
+            )
+        topics.append(
+            make(m.DeleteRecordsTopicResult, name=topic.name, partitions=tuple(partitions))
+        )
+    return make(m.DeleteRecordsResponse, throttle_time=datetime.timedelta(0), topics=tuple(topics))

@@ -1,0 +1,37 @@
+"""DescribeCluster (60): cluster id, controller and brokers."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from weir.broker.context import BrokerContext, make
+from weir.protocol.apis import ApiKey
+from weir.protocol.codec import Request, response_module
+
+NO_OPERATIONS = -(2**31)
+
+
+async def handle(broker: BrokerContext, request: Request) -> Any:
+    m = response_module(ApiKey.DESCRIBE_CLUSTER, request.api_version)
+    host, port = broker.config.advertised
+    node = make(
+        m.DescribeClusterBroker,
+        broker_id=broker.config.node_id,
+        host=host,
+        port=port,
+        rack=broker.config.rack,
+    )
+    return make(
+        m.DescribeClusterResponse,
+        throttle_time=datetime.timedelta(0),
+        error_code=ErrorCode.none,
+        error_message=None,
+        endpoint_type=1,
+        cluster_id=broker.metadata.cluster_id,
+        controller_id=broker.config.node_id,
+        brokers=(node,),
+        cluster_authorized_operations=NO_OPERATIONS,
+    )

@@ -1,0 +1,37 @@
+"""ListOffsets (2): earliest (-2), latest (-1), max timestamp (-3), or by timestamp."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from weir.broker.context import BrokerContext, make
+from weir.protocol.apis import ApiKey
+from weir.protocol.codec import Request, response_module
+
+
+async def handle(broker: BrokerContext, request: Request) -> Any:
+    m = response_module(ApiKey.LIST_OFFSETS, request.api_version)
+    topics = []
+    for topic in request.body.topics:
+        partitions = []
+        for p in topic.partitions:
+            error, offset, timestamp = broker.replicas.list_offset(
+                topic.name, p.partition_index, p.timestamp
+            )
+            partition = broker.replicas.get(topic.name, p.partition_index)
+            epoch = partition.leader_epoch if partition is not None else -1
+            partitions.append(
+                make(
+                    m.ListOffsetsPartitionResponse,
+                    partition_index=p.partition_index,
+                    error_code=error,
+                    timestamp=timestamp,
+                    offset=offset,
+                    leader_epoch=epoch,
+                )
+            )
+        topics.append(
+            make(m.ListOffsetsTopicResponse, name=topic.name, partitions=tuple(partitions))
+        )
+    return make(m.ListOffsetsResponse, throttle_time=datetime.timedelta(0), topics=tuple(topics))

@@ -1,0 +1,103 @@
+"""Metadata (3): brokers, cluster id, controller, and topics with their partitions; creates
+requested topics when auto-creation is allowed by the request and the broker."""
+
+from __future__ import annotations
+
+import datetime
+import uuid
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from weir.broker.context import BrokerContext, make
+from weir.broker.topics import TopicError
+from weir.cluster.metadata import TopicInfo
+from weir.protocol.apis import ApiKey
+from weir.protocol.codec import Request, response_module
+
+NO_OPERATIONS = -(2**31)
+
+
+async def handle(broker: BrokerContext, request: Request) -> Any:
+    m = response_module(ApiKey.METADATA, request.api_version)
+    body = request.body
+    requested = _requested_names(body, request.api_version)
+    allow_create = getattr(body, "allow_auto_topic_creation", True)
+    topics = []
+    if requested is None:
+        topics = [
+            _topic(m, broker, info)
+            for info in sorted(broker.metadata.topics().values(), key=lambda t: t.name)
+        ]
+    else:
+        topics = [_requested_topic(m, broker, name, allow_create) for name in requested]
+    host, port = broker.config.advertised
+    node = make(
+        m.MetadataResponseBroker,
+        node_id=broker.config.node_id,
+        host=host,
+        port=port,
+        rack=broker.config.rack,
+    )
+    return make(
+        m.MetadataResponse,
+        throttle_time=datetime.timedelta(0),
+        brokers=(node,),
+        cluster_id=broker.metadata.cluster_id,
+        controller_id=broker.config.node_id,
+        topics=tuple(topics),
+        cluster_authorized_operations=NO_OPERATIONS,
+    )
+
+
+def _requested_names(body: Any, version: int) -> list[str] | None:
+    """Topic names asked for, or None for all topics (v0: an empty list means all)."""
+    if body.topics is None or (version == 0 and not body.topics):
+        return None
+    return [t.name for t in body.topics if t.name is not None]
+
+
+def _requested_topic(m: Any, broker: BrokerContext, name: str, allow_create: bool) -> Any:
+    info = broker.metadata.topic(name)
+    if info is None and allow_create:
+        try:
+            info = broker.topics.auto_create(name)
+        except TopicError as exc:
+            return _missing(m, name, exc.error)
+    if info is None:
+        return _missing(m, name, ErrorCode.unknown_topic_or_partition)
+    return _topic(m, broker, info)
+
+
+def _missing(m: Any, name: str, error: ErrorCode) -> Any:
+    return make(
+        m.MetadataResponseTopic,
+        error_code=error,
+        name=name,
+        topic_id=uuid.UUID(int=0),
+        is_internal=False,
+        partitions=(),
+        topic_authorized_operations=NO_OPERATIONS,
+    )
+
+
+def _topic(m: Any, broker: BrokerContext, info: TopicInfo) -> Any:
+    node = broker.config.node_id
+    partitions = []
+    for index in range(info.partitions):
+        partition = broker.replicas.get(info.name, index)
+        epoch = partition.leader_epoch if partition is not None else 0
+        partitions.append(make(
+            m.MetadataResponsePartition, error_code=ErrorCode.none, partition_index=index,
+            leader_id=node, leader_epoch=epoch, replica_nodes=(node,), isr_nodes=(node,),
+            offline_replicas=(),
+        ))  # fmt: skip
+    return make(
+        m.MetadataResponseTopic,
+        error_code=ErrorCode.none,
+        name=info.name,
+        topic_id=info.topic_id,
+        is_internal=False,
+        partitions=tuple(partitions),
+        topic_authorized_operations=NO_OPERATIONS,
+    )

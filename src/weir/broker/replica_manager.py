@@ -1,0 +1,263 @@
+"""The partitions this broker leads: appends with validation and producer checks, reads for
+fetch (long poll without busy loops), offsets by time, and record deletion.
+
+Waiting fetches park on a per-partition future that the next append resolves, so a fetch with
+`max_wait_ms` sleeps until data arrives or the wait runs out, never polling.
+
+Thread-safety: event-loop only. Logs guard themselves against the storage scheduler's thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from kio.schema.errors import ErrorCode
+
+from weir.broker.producer_state import ProducerStateError, ProducerStateManager
+from weir.clock import Clock
+from weir.records import BatchHeader, RecordError, validate_batch
+from weir.storage import FileSlice, LogConfig, LogManager, OffsetOutOfRangeError, PartitionLog
+
+log = logging.getLogger(__name__)
+
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+LEADER_EPOCH = 0
+
+
+@dataclass(slots=True)
+class Partition:
+    topic: str
+    index: int
+    log: PartitionLog
+    producers: ProducerStateManager
+    leader_epoch: int = LEADER_EPOCH
+    waiters: list[asyncio.Future[None]] = field(default_factory=list)
+
+    def wake_waiters(self) -> None:
+        waiters, self.waiters = self.waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    error: ErrorCode
+    base_offset: int = -1
+    log_append_time: int = -1
+    log_start_offset: int = -1
+    message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FetchRequestPartition:
+    topic: str
+    partition: int
+    offset: int
+    max_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResult:
+    topic: str
+    partition: int
+    error: ErrorCode
+    high_watermark: int = -1
+    log_start_offset: int = -1
+    data: FileSlice | None = None
+
+
+class ReplicaManager:
+    def __init__(self, log_manager: LogManager, clock: Clock, *, validate_records: bool = True):
+        self.log_manager = log_manager
+        self._clock = clock
+        self._validate_records = validate_records
+        self.partitions: dict[tuple[str, int], Partition] = {}
+        for (topic, index), partition_log in log_manager:
+            self._adopt(topic, index, partition_log)
+
+    # ---- partitions ---------------------------------------------------------------------------
+
+    def _adopt(self, topic: str, index: int, partition_log: PartitionLog) -> Partition:
+        producers = ProducerStateManager()
+        start = partition_log.segments[max(0, len(partition_log.segments) - 2)].base_offset
+        producers.load(partition_log.batch_headers(start))
+        partition = Partition(topic, index, partition_log, producers)
+        self.partitions[(topic, index)] = partition
+        return partition
+
+    def create_partitions(self, topic: str, count: int, config: LogConfig) -> None:
+        self.log_manager.set_topic_config(topic, config)
+        for index in range(count):
+            if (topic, index) not in self.partitions:
+                self._adopt(topic, index, self.log_manager.get_or_create(topic, index))
+
+    def delete_topic(self, topic: str) -> None:
+        for key in [k for k in self.partitions if k[0] == topic]:
+            partition = self.partitions.pop(key)
+            partition.wake_waiters()
+            self.log_manager.delete(*key)
+
+    def get(self, topic: str, index: int) -> Partition | None:
+        return self.partitions.get((topic, index))
+
+    # ---- produce ------------------------------------------------------------------------------
+
+    def append(self, topic: str, index: int, records: bytes | None) -> AppendResult:
+        partition = self.partitions.get((topic, index))
+        if partition is None:
+            return AppendResult(ErrorCode.unknown_topic_or_partition)
+        if not records:
+            return AppendResult(ErrorCode.corrupt_message, message="no record batch")
+        config = partition.log.config
+        try:
+            header = validate_batch(
+                records,
+                max_message_bytes=config.max_message_bytes,
+                check_records=self._validate_records,
+            )
+            duplicate = partition.producers.check(header.fields())
+        except RecordError as exc:
+            return AppendResult(ErrorCode(exc.error_code), message=str(exc))
+        except ProducerStateError as exc:
+            return AppendResult(ErrorCode(exc.error_code), message=str(exc))
+        if duplicate is not None:
+            return AppendResult(
+                ErrorCode.none, duplicate.first_offset, -1, partition.log.log_start_offset
+            )
+        return self._append_validated(partition, records)
+
+    def _append_validated(self, partition: Partition, records: bytes) -> AppendResult:
+        buf = bytearray(records)
+        try:
+            info = partition.log.append(buf, leader_epoch=partition.leader_epoch)
+        except OSError as exc:
+            log.error("append to %s-%d failed: %s", partition.topic, partition.index, exc)
+            return AppendResult(ErrorCode.kafka_storage_error, message=str(exc))
+        partition.producers.record(BatchHeader(buf).fields(), info.first_offset)
+        partition.wake_waiters()
+        return AppendResult(
+            ErrorCode.none, info.first_offset, info.log_append_time, info.log_start_offset
+        )
+
+    # ---- fetch --------------------------------------------------------------------------------
+
+    async def fetch(
+        self,
+        requests: Sequence[FetchRequestPartition],
+        *,
+        max_wait_ms: int,
+        min_bytes: int,
+        max_bytes: int,
+    ) -> list[FetchResult]:
+        """Read every requested partition; wait up to `max_wait_ms` for `min_bytes` in all."""
+        deadline = self._clock.monotonic_ms() + max_wait_ms
+        while True:
+            results = self._read_all(requests, max_bytes)
+            available = sum(r.data.size for r in results if r.data is not None)
+            errors = any(r.error != ErrorCode.none for r in results)
+            remaining = deadline - self._clock.monotonic_ms()
+            if available >= min_bytes or errors or remaining <= 0 or not requests:
+                return results
+            await self._wait_for_data(requests, remaining)
+
+    def _read_all(
+        self, requests: Sequence[FetchRequestPartition], max_bytes: int
+    ) -> list[FetchResult]:
+        results = []
+        budget = max_bytes
+        for request in requests:
+            result = self._read_one(request, budget, min_one_batch=budget == max_bytes)
+            if result.data is not None:
+                budget = max(0, budget - result.data.size)
+            results.append(result)
+        return results
+
+    def _read_one(
+        self, request: FetchRequestPartition, budget: int, *, min_one_batch: bool
+    ) -> FetchResult:
+        partition = self.partitions.get((request.topic, request.partition))
+        if partition is None:
+            return FetchResult(
+                request.topic, request.partition, ErrorCode.unknown_topic_or_partition
+            )
+        limit = min(budget, request.max_bytes)
+        try:
+            info = partition.log.read(request.offset, limit, min_one_batch=min_one_batch)
+        except OffsetOutOfRangeError:
+            partition_log = partition.log
+            return FetchResult(
+                request.topic,
+                request.partition,
+                ErrorCode.offset_out_of_range,
+                partition_log.high_watermark,
+                partition_log.log_start_offset,
+            )
+        data = info.data if limit > 0 or min_one_batch else None
+        return FetchResult(
+            request.topic,
+            request.partition,
+            ErrorCode.none,
+            info.high_watermark,
+            info.log_start_offset,
+            data,
+        )
+
+    async def _wait_for_data(
+        self, requests: Sequence[FetchRequestPartition], timeout_ms: int
+    ) -> None:
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        watched = [p for r in requests if (p := self.partitions.get((r.topic, r.partition)))]
+        for partition in watched:
+            partition.waiters.append(waiter)
+        try:
+            await asyncio.wait_for(waiter, timeout_ms / 1000)
+        except TimeoutError:
+            pass
+        finally:
+            for partition in watched:
+                if waiter in partition.waiters:
+                    partition.waiters.remove(waiter)
+
+    # ---- offsets ------------------------------------------------------------------------------
+
+    def list_offset(self, topic: str, index: int, timestamp: int) -> tuple[ErrorCode, int, int]:
+        """(error, offset, timestamp) for ListOffsets: -1 latest, -2 earliest, -3 max timestamp,
+        else the first offset whose timestamp is >= `timestamp` (offset -1 if none)."""
+        partition = self.partitions.get((topic, index))
+        if partition is None:
+            return ErrorCode.unknown_topic_or_partition, -1, -1
+        partition_log = partition.log
+        if timestamp == LATEST_TIMESTAMP:
+            return ErrorCode.none, partition_log.high_watermark, -1
+        if timestamp == EARLIEST_TIMESTAMP:
+            return ErrorCode.none, partition_log.log_start_offset, -1
+        if timestamp == MAX_TIMESTAMP:
+            offset, ts = partition_log.max_timestamp_offset()
+            return ErrorCode.none, offset, ts
+        if timestamp < 0:
+            return ErrorCode.invalid_request, -1, -1
+        found = partition_log.offset_for_timestamp(timestamp)
+        if found is None or found[0] >= partition_log.high_watermark:
+            return ErrorCode.none, -1, -1
+        return ErrorCode.none, found[0], found[1]
+
+    def delete_records(self, topic: str, index: int, offset: int) -> tuple[ErrorCode, int]:
+        """Move the log start offset to `offset` (-1: the high watermark).
+        Returns (error, low watermark)."""
+        partition = self.partitions.get((topic, index))
+        if partition is None:
+            return ErrorCode.unknown_topic_or_partition, -1
+        partition_log = partition.log
+        target = partition_log.high_watermark if offset == -1 else offset
+        try:
+            partition_log.increment_log_start_offset(target)
+        except OffsetOutOfRangeError:
+            return ErrorCode.offset_out_of_range, partition_log.log_start_offset
+        partition_log.delete_old_segments()
+        return ErrorCode.none, partition_log.log_start_offset

@@ -1,0 +1,221 @@
+"""The broker process: one asyncio loop (uvloop), a listening socket, one task per connection.
+
+A connection reads frames, answers each request in order (Kafka mutes a connection while it
+handles a request, and so do we), and sends responses with `sendfile` for record bytes. Any
+protocol violation closes that connection only and is logged; other connections carry on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import socket
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from weir.broker.config import BrokerConfig
+from weir.broker.context import BrokerContext, ProducerIdAllocator
+from weir.broker.handlers import HANDLERS, api_versions
+from weir.broker.replica_manager import ReplicaManager
+from weir.broker.topics import TopicManager
+from weir.broker.wire import ChunkedResponse
+from weir.clock import Clock, SystemClock, ThreadScheduler
+from weir.cluster.metadata import EmbeddedMetadataStore
+from weir.protocol.apis import ApiKey, decodable
+from weir.protocol.codec import decode_request, encode_response
+from weir.protocol.errors import RemoteProtocolError, UnsupportedVersionError
+from weir.protocol.framing import NEED_DATA, FrameDecoder
+from weir.storage import FileSlice, LogConfig, LogManager, LogManagerConfig
+
+log = logging.getLogger(__name__)
+
+RECV_BYTES = 256 * 1024
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig, clock: Clock | None = None) -> None:
+        self.config = config
+        self.clock: Clock = clock or SystemClock()
+        self._decodable = decodable()
+        self._listener: socket.socket | None = None
+        self._connections: set[asyncio.Task[None]] = set()
+        self._scheduler = ThreadScheduler(self.clock, name="weir-storage")
+        self.context = self._open_storage()
+
+    def _open_storage(self) -> BrokerContext:
+        config = self.config
+        metadata = EmbeddedMetadataStore(config.data_dir)
+        defaults = config.log_defaults
+        topic_configs = {
+            name: LogConfig.from_properties(info.configs, defaults)
+            for name, info in metadata.topics().items()
+        }
+        settings = LogManagerConfig(
+            retention_check_interval_ms=config.log_retention_check_interval_ms,
+            checkpoint_interval_ms=config.log_flush_offset_checkpoint_interval_ms,
+            cleaner_backoff_ms=config.log_cleaner_backoff_ms,
+        )
+        logs = LogManager(
+            config.data_dir, defaults, self.clock, self._scheduler, settings, topic_configs
+        )
+        for (topic, index), _ in logs:
+            info = metadata.topic(topic)
+            if info is None or index >= info.partitions:
+                log.warning("removing log %s-%d of a deleted topic", topic, index)
+                logs.delete(topic, index)
+        replicas = ReplicaManager(logs, self.clock, validate_records=config.validate_records)
+        topics = TopicManager(config, metadata, replicas)
+        return BrokerContext(
+            config, metadata, replicas, topics, ProducerIdAllocator(metadata), self.clock
+        )
+
+    # ---- lifecycle ----------------------------------------------------------------------------
+
+    def listen(self) -> tuple[str, int]:
+        family = socket.AF_INET6 if ":" in self.config.listen_host else socket.AF_INET
+        listener = socket.socket(family, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((self.config.listen_host, self.config.listen_port))
+        listener.listen(512)
+        listener.setblocking(False)
+        self._listener = listener
+        host, port = listener.getsockname()[:2]
+        if self.config.advertised_port is None:
+            self.config = replace(self.config, advertised_port=port)
+            self.context.config = self.config
+        return host, port
+
+    async def serve(self) -> None:
+        assert self._listener is not None
+        loop = asyncio.get_running_loop()
+        while True:
+            sock, peer = await loop.sock_accept(self._listener)
+            sock.setblocking(False)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            task = loop.create_task(self._serve_connection(sock, peer))
+            self._connections.add(task)
+            task.add_done_callback(self._connections.discard)
+
+    async def close(self) -> None:
+        if self._listener is not None:
+            self._listener.close()
+        for task in list(self._connections):
+            task.cancel()
+        await asyncio.gather(*self._connections, return_exceptions=True)
+        self.context.replicas.log_manager.close()
+        self._scheduler.shutdown()
+
+    # ---- connections --------------------------------------------------------------------------
+
+    async def _serve_connection(self, sock: socket.socket, peer: Any) -> None:
+        loop = asyncio.get_running_loop()
+        decoder = FrameDecoder(self.config.socket_request_max_bytes)
+        try:
+            while data := await loop.sock_recv(sock, RECV_BYTES):
+                decoder.receive_data(data)
+                while (payload := decoder.next_frame()) is not NEED_DATA:
+                    assert isinstance(payload, bytes)
+                    response = await self._dispatch(payload)
+                    if response is not None:
+                        await self._send(sock, response)
+        except RemoteProtocolError as exc:
+            log.warning("closing connection from %s: %s", peer, exc)
+        except (ConnectionError, TimeoutError):
+            pass
+        except OSError as exc:
+            log.info("connection from %s failed: %s", peer, exc)
+        except Exception:
+            log.exception("closing connection from %s after an internal error", peer)
+        finally:
+            sock.close()
+
+    async def _dispatch(self, payload: bytes) -> bytes | ChunkedResponse | None:
+        try:
+            request = decode_request(payload, self._decodable)
+        except UnsupportedVersionError as exc:
+            if exc.api_key != ApiKey.API_VERSIONS:
+                raise
+            response = api_versions.build(0, ErrorCode.unsupported_version)
+            return encode_response(ApiKey.API_VERSIONS, 0, exc.correlation_id, response)
+        result = await HANDLERS[request.api_key](self.context, request)
+        if result is None or isinstance(result, ChunkedResponse):
+            return result
+        return encode_response(request.api_key, request.api_version, request.correlation_id, result)
+
+    async def _send(self, sock: socket.socket, response: bytes | ChunkedResponse) -> None:
+        loop = asyncio.get_running_loop()
+        if isinstance(response, bytes):
+            await loop.sock_sendall(sock, response)
+            return
+        pending = bytearray()
+        for chunk in response.chunks:
+            if isinstance(chunk, bytes):
+                pending += chunk
+                continue
+            if pending:
+                await loop.sock_sendall(sock, pending)
+                pending = bytearray()
+            await _sendfile(sock, chunk)
+        if pending:
+            await loop.sock_sendall(sock, pending)
+
+
+async def _sendfile(sock: socket.socket, data: FileSlice) -> None:
+    """os.sendfile the slice into a non-blocking socket, waiting for room when it is full."""
+    offset, remaining = data.position, data.size
+    while remaining:
+        try:
+            sent = os.sendfile(sock.fileno(), data.fd, offset, remaining)
+        except BlockingIOError:
+            await _writable(sock)
+            continue
+        if sent == 0:
+            raise ConnectionError(f"{data.path} ended before the slice did")
+        offset += sent
+        remaining -= sent
+
+
+async def _writable(sock: socket.socket) -> None:
+    loop = asyncio.get_running_loop()
+    ready: asyncio.Future[None] = loop.create_future()
+    fd = sock.fileno()
+
+    def wake() -> None:
+        if not ready.done():
+            ready.set_result(None)
+
+    loop.add_writer(fd, wake)
+    try:
+        await ready
+    finally:
+        loop.remove_writer(fd)
+
+
+def run(config: BrokerConfig, *, ready_file: Path | None = None) -> int:
+    """Run a broker until SIGTERM or SIGINT; print the ready line once it accepts connections."""
+    import uvloop
+
+    async def main() -> None:
+        broker = Broker(config)
+        host, port = broker.listen()
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        server = loop.create_task(broker.serve())
+        advertised_host, advertised_port = broker.config.advertised
+        print(f"weir broker ready on {advertised_host}:{advertised_port}", flush=True)
+        if ready_file is not None:
+            ready_file.write_text(f"{host}:{port}\n")
+        await stop.wait()
+        server.cancel()
+        await asyncio.gather(server, return_exceptions=True)
+        await broker.close()
+
+    uvloop.run(main())
+    return 0

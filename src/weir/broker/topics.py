@@ -1,0 +1,115 @@
+"""Topic administration on this broker: metadata and partition logs kept in step.
+
+Create, delete, grow and reconfigure topics; every change goes to the metadata store first and
+then to the logs. Errors carry Kafka error codes for the admin handlers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kio.schema.errors import ErrorCode
+
+from weir.broker.config import BrokerConfig
+from weir.broker.replica_manager import ReplicaManager
+from weir.cluster.metadata import MetadataError, MetadataStore, TopicInfo, validate_topic_name
+from weir.storage import LogConfig
+
+
+@dataclass(frozen=True, slots=True)
+class TopicError(Exception):
+    error: ErrorCode
+    message: str
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class TopicManager:
+    def __init__(self, config: BrokerConfig, metadata: MetadataStore, replicas: ReplicaManager):
+        self.config = config
+        self.metadata = metadata
+        self.replicas = replicas
+        for info in metadata.topics().values():
+            replicas.create_partitions(info.name, info.partitions, self.log_config(info))
+
+    def log_config(self, info: TopicInfo) -> LogConfig:
+        return LogConfig.from_properties(info.configs, self.config.log_defaults)
+
+    def check_configs(self, configs: dict[str, str]) -> LogConfig:
+        try:
+            return LogConfig.from_properties(configs, self.config.log_defaults)
+        except ValueError as exc:
+            raise TopicError(ErrorCode.invalid_config, str(exc)) from None
+
+    def validate_create(
+        self, name: str, partitions: int, replication: int, configs: dict[str, str]
+    ) -> int:
+        """Check a CreateTopics entry; return the partition count it resolves to."""
+        partitions = self.config.num_partitions if partitions == -1 else partitions
+        replication = self.config.default_replication_factor if replication == -1 else replication
+        if self.metadata.topic(name) is not None:
+            raise TopicError(ErrorCode.topic_already_exists, f"topic {name!r} already exists")
+        if partitions < 1:
+            raise TopicError(ErrorCode.invalid_partitions, "partitions must be at least 1")
+        if replication != 1:
+            raise TopicError(
+                ErrorCode.invalid_replication_factor,
+                f"replication factor {replication} is larger than the 1 broker",
+            )
+        self.check_configs(configs)
+        try:
+            validate_topic_name(name)
+        except MetadataError as exc:
+            raise TopicError(ErrorCode(exc.error_code), str(exc)) from None
+        return partitions
+
+    def create(self, name: str, partitions: int, configs: dict[str, str]) -> TopicInfo:
+        try:
+            info = self.metadata.create_topic(name, partitions, configs)
+        except MetadataError as exc:
+            raise TopicError(ErrorCode(exc.error_code), str(exc)) from None
+        self.replicas.create_partitions(name, info.partitions, self.log_config(info))
+        return info
+
+    def auto_create(self, name: str) -> TopicInfo | None:
+        """Create `name` with broker defaults if auto-creation is on; None if it is off."""
+        if not self.config.auto_create_topics_enable:
+            return None
+        existing = self.metadata.topic(name)
+        if existing is not None:
+            return existing
+        return self.create(name, self.config.num_partitions, {})
+
+    def delete(self, name: str) -> TopicInfo:
+        try:
+            info = self.metadata.delete_topic(name)
+        except MetadataError as exc:
+            raise TopicError(ErrorCode(exc.error_code), str(exc)) from None
+        self.replicas.delete_topic(name)
+        return info
+
+    def grow(self, name: str, total: int, validate_only: bool) -> TopicInfo:
+        info = self.metadata.topic(name)
+        if info is None:
+            raise TopicError(ErrorCode.unknown_topic_or_partition, f"no topic {name!r}")
+        if total <= info.partitions:
+            raise TopicError(
+                ErrorCode.invalid_partitions,
+                f"topic {name!r} has {info.partitions} partitions; {total} is not more",
+            )
+        if validate_only:
+            return info
+        info = self.metadata.add_partitions(name, total)
+        self.replicas.create_partitions(name, info.partitions, self.log_config(info))
+        return info
+
+    def set_configs(self, name: str, configs: dict[str, str], validate_only: bool) -> None:
+        info = self.metadata.topic(name)
+        if info is None:
+            raise TopicError(ErrorCode.unknown_topic_or_partition, f"no topic {name!r}")
+        log_config = self.check_configs(configs)
+        if validate_only:
+            return
+        self.metadata.set_topic_configs(name, configs)
+        self.replicas.log_manager.set_topic_config(name, log_config)

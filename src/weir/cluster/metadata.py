@@ -1,0 +1,189 @@
+"""Cluster metadata: topics (id, partition count, config overrides), the cluster id, and producer
+id allocation. One interface, `MetadataStore`; this module holds the embedded single-node engine.
+
+`EmbeddedMetadataStore` keeps everything in one JSON document, `<data dir>/weir-metadata.json`,
+rewritten atomically on every change (changes are rare: topic admin, producer id blocks).
+
+Thread-safety: `EmbeddedMetadataStore` methods hold its lock.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import uuid
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+from weir.durable import write_atomically
+
+METADATA_FILE = "weir-metadata.json"
+MAX_TOPIC_NAME = 249
+_LEGAL_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
+PRODUCER_ID_BLOCK = 1000
+
+
+class MetadataError(Exception):
+    error_code: int = -1
+
+
+class TopicExistsError(MetadataError):
+    error_code = 36
+
+
+class UnknownTopicError(MetadataError):
+    error_code = 3
+
+
+class InvalidTopicError(MetadataError):
+    error_code = 17
+
+
+class InvalidPartitionsError(MetadataError):
+    error_code = 37
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopicInfo:
+    name: str
+    topic_id: uuid.UUID
+    partitions: int
+    configs: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": str(self.topic_id), "partitions": self.partitions, "configs": self.configs}
+
+    @classmethod
+    def from_json(cls, name: str, data: dict[str, Any]) -> TopicInfo:
+        return cls(
+            name=name,
+            topic_id=uuid.UUID(data["id"]),
+            partitions=int(data["partitions"]),
+            configs={str(k): str(v) for k, v in data.get("configs", {}).items()},
+        )
+
+
+def validate_topic_name(name: str) -> None:
+    if not name or name in (".", ".."):
+        raise InvalidTopicError(f"topic name {name!r} is not allowed")
+    if len(name) > MAX_TOPIC_NAME:
+        raise InvalidTopicError(f"topic name is longer than {MAX_TOPIC_NAME} characters")
+    if not _LEGAL_NAME.match(name):
+        raise InvalidTopicError(
+            f"topic name {name!r} has characters other than ASCII letters, digits, '.', '_', '-'"
+        )
+
+
+class MetadataStore(Protocol):
+    @property
+    def cluster_id(self) -> str: ...
+
+    def topics(self) -> dict[str, TopicInfo]: ...
+
+    def topic(self, name: str) -> TopicInfo | None: ...
+
+    def create_topic(self, name: str, partitions: int, configs: dict[str, str]) -> TopicInfo: ...
+
+    def delete_topic(self, name: str) -> TopicInfo: ...
+
+    def set_topic_configs(self, name: str, configs: dict[str, str]) -> TopicInfo: ...
+
+    def add_partitions(self, name: str, total: int) -> TopicInfo: ...
+
+    def allocate_producer_ids(self) -> range: ...
+
+
+class EmbeddedMetadataStore:
+    def __init__(self, data_dir: Path) -> None:
+        self.path = data_dir / METADATA_FILE
+        self._lock = threading.Lock()
+        data_dir.mkdir(parents=True, exist_ok=True)
+        if self.path.exists():
+            document = json.loads(self.path.read_text(encoding="utf-8"))
+        else:
+            document = {"cluster_id": _new_cluster_id(), "topics": {}, "next_producer_id": 0}
+        self._cluster_id: str = document["cluster_id"]
+        self._topics = {n: TopicInfo.from_json(n, t) for n, t in document["topics"].items()}
+        self._next_producer_id: int = int(document["next_producer_id"])
+        self._save()
+
+    @property
+    def cluster_id(self) -> str:
+        return self._cluster_id
+
+    def topics(self) -> dict[str, TopicInfo]:
+        with self._lock:
+            return dict(self._topics)
+
+    def topic(self, name: str) -> TopicInfo | None:
+        with self._lock:
+            return self._topics.get(name)
+
+    def create_topic(self, name: str, partitions: int, configs: dict[str, str]) -> TopicInfo:
+        validate_topic_name(name)
+        if partitions < 1:
+            raise InvalidPartitionsError(f"partition count {partitions} must be at least 1")
+        with self._lock:
+            if name in self._topics:
+                raise TopicExistsError(f"topic {name!r} already exists")
+            info = TopicInfo(
+                name=name, topic_id=uuid.uuid4(), partitions=partitions, configs=dict(configs)
+            )
+            self._topics[name] = info
+            self._save()
+            return info
+
+    def delete_topic(self, name: str) -> TopicInfo:
+        with self._lock:
+            info = self._topics.pop(name, None)
+            if info is None:
+                raise UnknownTopicError(f"topic {name!r} does not exist")
+            self._save()
+            return info
+
+    def set_topic_configs(self, name: str, configs: dict[str, str]) -> TopicInfo:
+        return self._update(name, lambda info: replace(info, configs=dict(configs)))
+
+    def add_partitions(self, name: str, total: int) -> TopicInfo:
+        def grow(info: TopicInfo) -> TopicInfo:
+            if total <= info.partitions:
+                raise InvalidPartitionsError(
+                    f"topic {name!r} has {info.partitions} partitions; {total} is not more"
+                )
+            return replace(info, partitions=total)
+
+        return self._update(name, grow)
+
+    def allocate_producer_ids(self) -> range:
+        with self._lock:
+            first = self._next_producer_id
+            self._next_producer_id += PRODUCER_ID_BLOCK
+            self._save()
+            return range(first, first + PRODUCER_ID_BLOCK)
+
+    def _update(self, name: str, change: Any) -> TopicInfo:
+        with self._lock:
+            info = self._topics.get(name)
+            if info is None:
+                raise UnknownTopicError(f"topic {name!r} does not exist")
+            updated: TopicInfo = change(info)
+            self._topics[name] = updated
+            self._save()
+            return updated
+
+    def _save(self) -> None:
+        document = {
+            "cluster_id": self._cluster_id,
+            "next_producer_id": self._next_producer_id,
+            "topics": {n: t.to_json() for n, t in sorted(self._topics.items())},
+        }
+        write_atomically(self.path, [json.dumps(document, indent=1)])
+
+
+def _new_cluster_id() -> str:
+    """A Kafka-style cluster id: 16 random bytes, URL-safe base64 without padding."""
+    import base64
+
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
