@@ -48,9 +48,19 @@ def _create(m: Any, broker: BrokerContext, topic: Any, validate_only: bool) -> A
             replication_factor=-1,
             configs=None,
         )
-    entries = [make(m.CreatableTopicConfigs, name=name, value=value, read_only=False,
-                    config_source=source, is_sensitive=False)
-               for name, value, source in config_entries(broker, configs)]  # fmt: skip
+    entries = None
+    if hasattr(m, "CreatableTopicConfigs"):  # v5+ echoes the resulting configs
+        entries = tuple(
+            make(
+                m.CreatableTopicConfigs,
+                name=name,
+                value=value,
+                read_only=False,
+                config_source=source,
+                is_sensitive=False,
+            )
+            for name, value, source in config_entries(broker, configs)
+        )
     return make(
         m.CreatableTopicResult,
         name=topic.name,
@@ -60,5 +70,5 @@ def _create(m: Any, broker: BrokerContext, topic: Any, validate_only: bool) -> A
         topic_config_error_code=0,
         num_partitions=partitions,
         replication_factor=1,
-        configs=tuple(entries),
+        configs=entries,
     )

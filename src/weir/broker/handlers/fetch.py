@@ -50,7 +50,6 @@ def _response(request: Request, results: list[FetchResult]) -> ChunkedResponse:
             high_watermark=result.high_watermark, last_stable_offset=result.high_watermark,
             log_start_offset=result.log_start_offset, aborted_transactions=None,
             preferred_read_replica=-1, records=records,
-            diverging_epoch=None, current_leader=None, snapshot_id=None,
         )  # fmt: skip
         topics.setdefault(result.topic, []).append(partition)
     response = make(m.FetchResponse, throttle_time=datetime.timedelta(0), error_code=ErrorCode.none,
