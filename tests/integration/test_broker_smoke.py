@@ -1,0 +1,25 @@
+from __future__ import annotations
+
+import signal
+
+from conftest import BrokerProcess
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+
+def test_a_restarted_broker_serves_what_it_acknowledged(broker: BrokerProcess) -> None:
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all"})
+    for i in range(100):
+        producer.produce("smoke", key=b"%d" % i, value=b"value-%d" % i)
+    assert producer.flush(30) == 0
+    assert broker.stop(signal.SIGTERM) == 0
+    broker.start()
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "unused",
+                         "enable.auto.commit": False})
+    consumer.assign([TopicPartition("smoke", 0, 0)])
+    values = []
+    while len(values) < 100:
+        message = consumer.poll(10)
+        assert message is not None and message.error() is None
+        values.append(message.value())
+    consumer.close()
+    assert values == [b"value-%d" % i for i in range(100)]
