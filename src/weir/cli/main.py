@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from weir import __version__
-from weir.cli import broker, demo, logtool
+from weir.cli import broker, clients, demo, logtool
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -17,6 +17,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     broker.register(commands)
+    clients.register(commands)
     demo.register(commands)
     logtool.register(commands)
     return parser

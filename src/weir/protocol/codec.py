@@ -107,13 +107,10 @@ def decode_request(payload: bytes, supported: Mapping[int, tuple[int, int]]) -> 
         ) from None  # fmt: skip
     try:
         header, used = codec.read_header(payload, 0)
-        body, body_size = codec.read_body(payload, used)
+        body, _ = codec.read_body(payload, used)
     except Exception as exc:  # kio raises several types for truncated or malformed input
         raise InvalidRequestError(f"API {api_key} v{api_version}: {exc!r}") from None
-    if used + body_size != len(payload):
-        raise InvalidRequestError(
-            f"API {api_key} v{api_version}: {len(payload) - used - body_size} trailing bytes"
-        )
+    # Bytes after the body are ignored, as Kafka's own parser does: librdkafka sends some.
     return Request(api_key, api_version, correlation_id, header.client_id, header, body)
 
 

@@ -1,0 +1,285 @@
+"""Console clients on confluent-kafka: `weir topic ...`, `weir produce`, `weir consume`.
+
+They speak only the Kafka protocol, so they work against any Kafka-compatible cluster.
+Every command takes `--bootstrap-server HOST:PORT` (default: $WEIR_BOOTSTRAP or localhost:9092).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any, BinaryIO
+
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaException, Producer
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewPartitions,
+    NewTopic,
+)
+
+DEFAULT_BOOTSTRAP = "localhost:9092"
+ADMIN_TIMEOUT = 30
+
+
+def add_bootstrap(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--bootstrap-server",
+        default=os.environ.get("WEIR_BOOTSTRAP", DEFAULT_BOOTSTRAP),
+        help="HOST:PORT of a broker (default: $WEIR_BOOTSTRAP or localhost:9092)",
+    )
+
+
+def register(commands: Any) -> None:
+    _register_topic(commands)
+    produce = commands.add_parser("produce", help="send stdin lines to a topic")
+    add_bootstrap(produce)
+    produce.add_argument("topic")
+    produce.add_argument("--key-separator", help="split each line into KEY SEP VALUE")
+    produce.add_argument("--partition", type=int, help="send everything to this partition")
+    produce.add_argument("--header", action="append", default=[], metavar="KEY=VALUE")
+    produce.add_argument(
+        "--compression", default="none", choices=["none", "gzip", "snappy", "lz4", "zstd"]
+    )
+    produce.add_argument("--acks", default="all", choices=["0", "1", "all", "-1"])
+    produce.set_defaults(run=run_produce)
+    consume = commands.add_parser("consume", help="print a topic's records")
+    add_bootstrap(consume)
+    consume.add_argument("topic")
+    consume.add_argument("--from-beginning", action="store_true")
+    consume.add_argument("--max-messages", type=int)
+    consume.add_argument("--partition", type=int, action="append", help="only these partitions")
+    consume.add_argument(
+        "--exit-at-end",
+        "-e",
+        action="store_true",
+        help="stop once every partition has been read to its end",
+    )
+    consume.add_argument("--print-key", action="store_true")
+    consume.add_argument("--key-separator", default="\t")
+    consume.set_defaults(run=run_consume)
+
+
+def _register_topic(commands: Any) -> None:
+    topic = commands.add_parser("topic", help="create, list, describe, alter, delete topics")
+    sub = topic.add_subparsers(dest="topic_command", required=True, metavar="ACTION")
+    create = sub.add_parser("create")
+    create.add_argument("name")
+    create.add_argument("--partitions", type=int, default=-1)
+    create.add_argument("--replication-factor", type=int, default=-1)
+    create.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
+    create.set_defaults(run=run_topic_create)
+    listing = sub.add_parser("list")
+    listing.set_defaults(run=run_topic_list)
+    describe = sub.add_parser("describe")
+    describe.add_argument("name")
+    describe.set_defaults(run=run_topic_describe)
+    delete = sub.add_parser("delete")
+    delete.add_argument("name")
+    delete.set_defaults(run=run_topic_delete)
+    alter = sub.add_parser("alter")
+    alter.add_argument("name")
+    alter.add_argument("--partitions", type=int, help="grow to this many partitions")
+    alter.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
+    alter.add_argument("--delete-config", action="append", default=[], metavar="KEY")
+    alter.set_defaults(run=run_topic_alter)
+    for parser in (create, listing, describe, delete, alter):
+        add_bootstrap(parser)
+
+
+def _pairs(items: list[str]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"weir: expected KEY=VALUE, got {item!r}")
+        out[key] = value
+    return out
+
+
+def _admin(args: argparse.Namespace) -> AdminClient:
+    return AdminClient({"bootstrap.servers": args.bootstrap_server})
+
+
+def _fail(exc: KafkaException) -> int:
+    print(f"weir: {exc.args[0].str() if exc.args else exc}", file=sys.stderr)
+    return 1
+
+
+def run_topic_create(args: argparse.Namespace) -> int:
+    topic = NewTopic(
+        args.name,
+        num_partitions=args.partitions,
+        replication_factor=args.replication_factor,
+        config=_pairs(args.config),
+    )
+    admin = _admin(args)
+    try:
+        admin.create_topics([topic], request_timeout=ADMIN_TIMEOUT)[args.name].result()
+    except KafkaException as exc:
+        return _fail(exc)
+    print(f"created topic {args.name}")
+    return 0
+
+
+def run_topic_list(args: argparse.Namespace) -> int:
+    metadata = _admin(args).list_topics(timeout=ADMIN_TIMEOUT)
+    for name in sorted(metadata.topics):
+        print(name)
+    return 0
+
+
+def run_topic_describe(args: argparse.Namespace) -> int:
+    admin = _admin(args)
+    metadata = admin.list_topics(timeout=ADMIN_TIMEOUT).topics.get(args.name)
+    if metadata is None or metadata.error is not None:
+        print(f"weir: topic {args.name!r} not found", file=sys.stderr)
+        return 1
+    resource = ConfigResource("topic", args.name)
+    try:
+        configs = admin.describe_configs([resource])[resource].result()
+    except KafkaException as exc:
+        return _fail(exc)
+    overrides = {k: v.value for k, v in sorted(configs.items()) if not v.is_default}
+    print(
+        f"Topic: {args.name}\tPartitions: {len(metadata.partitions)}\tConfigs: "
+        + ",".join(f"{k}={v}" for k, v in overrides.items())
+    )
+    for index, partition in sorted(metadata.partitions.items()):
+        print(
+            f"\tPartition: {index}\tLeader: {partition.leader}\tReplicas: "
+            f"{','.join(map(str, partition.replicas))}\tIsr: {','.join(map(str, partition.isrs))}"
+        )
+    return 0
+
+
+def run_topic_delete(args: argparse.Namespace) -> int:
+    admin = _admin(args)
+    try:
+        admin.delete_topics([args.name], request_timeout=ADMIN_TIMEOUT)[args.name].result()
+    except KafkaException as exc:
+        return _fail(exc)
+    print(f"deleted topic {args.name}")
+    return 0
+
+
+def run_topic_alter(args: argparse.Namespace) -> int:
+    admin = _admin(args)
+    try:
+        if args.partitions is not None:
+            admin.create_partitions([NewPartitions(args.name, args.partitions)])[args.name].result()
+        entries = [
+            ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
+            for k, v in _pairs(args.config).items()
+        ]
+        entries += [
+            ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE)
+            for k in args.delete_config
+        ]
+        if entries:
+            resource = ConfigResource("topic", args.name, incremental_configs=entries)
+            admin.incremental_alter_configs([resource])[resource].result()
+    except KafkaException as exc:
+        return _fail(exc)
+    print(f"altered topic {args.name}")
+    return 0
+
+
+def run_produce(args: argparse.Namespace) -> int:
+    producer = Producer({
+        "bootstrap.servers": args.bootstrap_server, "acks": args.acks,
+        "compression.type": args.compression, "enable.idempotence": args.acks in ("all", "-1"),
+        "linger.ms": 5,
+    })  # fmt: skip
+    failures: list[str] = []
+
+    def delivered(error: Any, _message: Any) -> None:
+        if error is not None:
+            failures.append(str(error))
+
+    headers = list(_pairs(args.header).items())
+    stdin: BinaryIO = sys.stdin.buffer
+    sent = 0
+    for line in stdin:
+        key, value = _split(line.rstrip(b"\n"), args.key_separator)
+        options: dict[str, Any] = {"key": key, "value": value, "on_delivery": delivered}
+        if headers:
+            options["headers"] = headers
+        if args.partition is not None:
+            options["partition"] = args.partition
+        _produce(producer, args.topic, options)
+        sent += 1
+    remaining = producer.flush(ADMIN_TIMEOUT)
+    if failures or remaining:
+        print(
+            f"weir: {len(failures) + remaining} of {sent} records failed: {failures[:1]}",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+def _produce(producer: Producer, topic: str, options: dict[str, Any]) -> None:
+    while True:
+        try:
+            producer.produce(topic, **options)
+            return
+        except BufferError:
+            producer.poll(0.1)
+
+
+def _split(line: bytes, separator: str | None) -> tuple[bytes | None, bytes]:
+    if separator is None:
+        return None, line
+    key, sep, value = line.partition(separator.encode())
+    return (key, value) if sep else (None, line)
+
+
+def run_consume(args: argparse.Namespace) -> int:
+    consumer = Consumer({
+        "bootstrap.servers": args.bootstrap_server, "group.id": "weir-console",
+        "enable.auto.commit": False, "enable.partition.eof": True,
+    })  # fmt: skip
+    metadata = consumer.list_topics(timeout=ADMIN_TIMEOUT).topics.get(args.topic)
+    if metadata is None or metadata.error is not None:
+        print(f"weir: topic {args.topic!r} not found", file=sys.stderr)
+        return 1
+    partitions = args.partition or sorted(metadata.partitions)
+    start = OFFSET_BEGINNING if args.from_beginning else OFFSET_END
+    consumer.assign([KafkaTopicPartition(args.topic, p, start) for p in partitions])
+    try:
+        return _print_records(consumer, args, set(partitions))
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        consumer.close()
+
+
+def _print_records(consumer: Consumer, args: argparse.Namespace, partitions: set[int]) -> int:
+    out = sys.stdout.buffer
+    printed = 0
+    at_end: set[int] = set()
+    while args.max_messages is None or printed < args.max_messages:
+        message = consumer.poll(1.0)
+        if message is None:
+            continue
+        error = message.error()
+        if error is not None:
+            if error.code() == -191:  # _PARTITION_EOF
+                at_end.add(message.partition() or 0)
+                if args.exit_at_end and at_end >= partitions:
+                    break
+                continue
+            print(f"weir: {error.str()}", file=sys.stderr)
+            return 1
+        at_end.discard(message.partition() or 0)
+        if args.print_key:
+            out.write((message.key() or b"") + args.key_separator.encode())
+        out.write((message.value() or b"") + b"\n")
+        out.flush()
+        printed += 1
+    return 0
