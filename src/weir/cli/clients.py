@@ -101,8 +101,13 @@ def _pairs(items: list[str]) -> dict[str, str]:
     return out
 
 
+def _client_config(args: argparse.Namespace, **extra: Any) -> dict[str, Any]:
+    """Common settings: librdkafka's own logging off (errors are reported by the command)."""
+    return {"bootstrap.servers": args.bootstrap_server, "log_level": 0, **extra}
+
+
 def _admin(args: argparse.Namespace) -> AdminClient:
-    return AdminClient({"bootstrap.servers": args.bootstrap_server})
+    return AdminClient(_client_config(args))
 
 
 def _fail(exc: KafkaException) -> int:
@@ -190,11 +195,11 @@ def run_topic_alter(args: argparse.Namespace) -> int:
 
 
 def run_produce(args: argparse.Namespace) -> int:
-    producer = Producer({
-        "bootstrap.servers": args.bootstrap_server, "acks": args.acks,
-        "compression.type": args.compression, "enable.idempotence": args.acks in ("all", "-1"),
-        "linger.ms": 5,
-    })  # fmt: skip
+    producer = Producer(_client_config(
+        args, acks=args.acks, **{"compression.type": args.compression,
+                                 "enable.idempotence": args.acks in ("all", "-1"),
+                                 "linger.ms": 5},
+    ))  # fmt: skip
     failures: list[str] = []
 
     def delivered(error: Any, _message: Any) -> None:
@@ -240,10 +245,10 @@ def _split(line: bytes, separator: str | None) -> tuple[bytes | None, bytes]:
 
 
 def run_consume(args: argparse.Namespace) -> int:
-    consumer = Consumer({
-        "bootstrap.servers": args.bootstrap_server, "group.id": "weir-console",
-        "enable.auto.commit": False, "enable.partition.eof": True,
-    })  # fmt: skip
+    consumer = Consumer(_client_config(
+        args, **{"group.id": "weir-console", "enable.auto.commit": False,
+                 "enable.partition.eof": True},
+    ))  # fmt: skip
     metadata = consumer.list_topics(timeout=ADMIN_TIMEOUT).topics.get(args.topic)
     if metadata is None or metadata.error is not None:
         print(f"weir: topic {args.topic!r} not found", file=sys.stderr)

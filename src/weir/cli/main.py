@@ -7,6 +7,8 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from confluent_kafka import KafkaException
+
 from weir import __version__
 from weir.cli import broker, clients, demo, logtool
 
@@ -33,6 +35,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         result: int = args.run(args)
     except KeyboardInterrupt:
         return 130
+    except KafkaException as exc:
+        error = exc.args[0] if exc.args else exc
+        print(f"weir: {error.str() if hasattr(error, 'str') else error}", file=sys.stderr)
+        return 1
     return result
 
 
