@@ -26,6 +26,7 @@ from weir.broker.topics import TopicManager
 from weir.broker.wire import ChunkedResponse
 from weir.clock import Clock, SystemClock, ThreadScheduler
 from weir.cluster.metadata import EmbeddedMetadataStore
+from weir.protocol import legacy_produce
 from weir.protocol.apis import ApiKey, decodable
 from weir.protocol.codec import decode_request, encode_response
 from weir.protocol.errors import RemoteProtocolError, UnsupportedVersionError
@@ -138,6 +139,8 @@ class Broker:
         try:
             request = decode_request(payload, self._decodable)
         except UnsupportedVersionError as exc:
+            if exc.api_key == ApiKey.PRODUCE and 0 <= exc.api_version < 3:
+                return legacy_produce.refuse(payload)
             if exc.api_key != ApiKey.API_VERSIONS:
                 raise
             response = api_versions.build(0, ErrorCode.unsupported_version)
