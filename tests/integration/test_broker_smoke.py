@@ -12,7 +12,10 @@ def test_a_restarted_broker_serves_what_it_acknowledged(broker: BrokerProcess) -
         producer.produce("smoke", key=b"%d" % i, value=b"value-%d" % i)
     assert producer.flush(30) == 0
     assert broker.stop(signal.SIGTERM) == 0
+    assert (broker.data_dir / ".weir-clean-shutdown").exists()
+    assert (broker.data_dir / "smoke-0" / "00000000000000000000.index").stat().st_size == 0
     broker.start()
+    assert "dropped" not in broker.logs()
     consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "unused",
                          "enable.auto.commit": False})
     consumer.assign([TopicPartition("smoke", 0, 0)])
