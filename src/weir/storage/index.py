@@ -213,6 +213,13 @@ class TimeIndex(_MappedIndex):
         self._write(self.entries, timestamp, offset - self.base_offset)
         self.entries += 1
 
+    def append_final(self, timestamp: int, offset: int) -> None:
+        """Index the segment's largest timestamp when it stops taking appends (roll, close,
+        recovery), growing the file by one entry if it is full, so a reload learns it."""
+        if self.is_full:
+            self.resize((self.entries + 1) * self.entry_size)
+        self.maybe_append(timestamp, offset)
+
     def lookup(self, timestamp: int) -> tuple[int, int]:
         """(timestamp, offset) of the last entry with timestamp <= target, else (-1, base)."""
         i = self._search(0, timestamp)

@@ -41,9 +41,11 @@ from weir.storage.errors import CorruptIndexError, InvalidOffsetError, OffsetOut
 from weir.storage.files import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
+    INDEX_SUFFIX,
     LEADER_EPOCH_CHECKPOINT,
     LOG_SUFFIX,
     SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX,
     parse_base_offset,
 )
 from weir.storage.leader_epoch import LeaderEpochCache
@@ -117,6 +119,7 @@ class PartitionLog:
     def _load(self, clean_shutdown: bool) -> None:
         self._remove_leftovers()
         self._complete_swaps()
+        self._remove_orphan_indexes()
         paths = sorted(self.directory.glob(f"*{LOG_SUFFIX}"), key=parse_base_offset)
         for path in paths:
             self.segments.append(
@@ -136,6 +139,17 @@ class PartitionLog:
     def _remove_leftovers(self) -> None:
         for pattern in (f"*{CLEANED_SUFFIX}", f"*{DELETED_SUFFIX}", f"*{TEMP_SUFFIX}"):
             for path in self.directory.glob(pattern):
+                path.unlink(missing_ok=True)
+
+    def _remove_orphan_indexes(self) -> None:
+        """Index files whose log is gone (a crash between the renames of one segment's files)."""
+        logs = {p.name.split(".", 1)[0] for p in self.directory.glob(f"*{LOG_SUFFIX}")}
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            for path in self.directory.glob(f"*{suffix}"):
+                if path.name.split(".", 1)[0] not in logs:
+                    self.load_report.problems.append(f"removed {path.name}: its log is gone")
+                    path.unlink(missing_ok=True)
+            for path in self.directory.glob(f"*{suffix}{SWAP_SUFFIX}"):
                 path.unlink(missing_ok=True)
 
     def _complete_swaps(self) -> None:

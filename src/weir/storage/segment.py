@@ -244,6 +244,7 @@ class LogSegment:
         if truncated:
             os.ftruncate(self.fd, valid)
             self.size = valid
+        self.time_index.append_final(self.max_timestamp, self.offset_of_max_timestamp)
         return RecoveryResult(valid, truncated, reason)
 
     def _scan_valid_prefix(self, on_batch: Callable[[BatchHeader], None]) -> tuple[int, str | None]:
@@ -327,7 +328,7 @@ class LogSegment:
 
     def on_become_inactive(self) -> None:
         """Called when a newer segment takes over appends: index the final max timestamp, trim."""
-        self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+        self.time_index.append_final(self.max_timestamp, self.offset_of_max_timestamp)
         self.offset_index.trim()
         self.time_index.trim()
 

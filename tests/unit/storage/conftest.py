@@ -1,12 +1,12 @@
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from storage_helpers import OpenLog
 
 from weir.clock import FakeClock, FakeScheduler
-from weir.records import Record, build_batch, iter_batches, iter_records
 from weir.storage import LogConfig, PartitionLog
 
 
@@ -18,9 +18,6 @@ def clock() -> FakeClock:
 @pytest.fixture
 def scheduler(clock: FakeClock) -> FakeScheduler:
     return FakeScheduler(clock)
-
-
-OpenLog = Callable[..., PartitionLog]
 
 
 @pytest.fixture
@@ -36,26 +33,3 @@ def open_log(tmp_path: Path, clock: FakeClock, scheduler: FakeScheduler) -> Iter
     for log in opened:
         for segment in log.segments:
             segment.close()
-
-
-def batch(values: list[bytes], timestamp: int = 0, keys: list[bytes | None] | None = None) -> bytes:
-    keys = keys if keys is not None else [None] * len(values)
-    records = [
-        Record(offset=i, timestamp=timestamp, key=k, value=v)
-        for i, (k, v) in enumerate(zip(keys, values, strict=True))
-    ]
-    return build_batch(records)
-
-
-def all_values(log: PartitionLog, start: int = 0) -> list[tuple[int, bytes | None]]:
-    """(offset, value) of every record readable from `start` to the high watermark."""
-    out: list[tuple[int, bytes | None]] = []
-    offset = start
-    while offset < log.high_watermark:
-        info = log.read(offset, 1 << 20)
-        if info.data is None:
-            break
-        for header in iter_batches(info.data.read_bytes(), verify_crc=True):
-            out += [(r.offset, r.value) for r in iter_records(header) if r.offset >= start]
-            offset = header.next_offset
-    return out

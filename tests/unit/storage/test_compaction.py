@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import random
 
-from conftest import OpenLog, batch
+from storage_helpers import OpenLog, batch
 
 from weir.clock import FakeClock
 from weir.records import BatchSpec, Compression, Record, build_batch, iter_records

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import batch
+from storage_helpers import batch
 
 from weir.clock import FakeClock, FakeScheduler
 from weir.storage import LogConfig, LogManager, LogManagerConfig

@@ -3,7 +3,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import OpenLog, all_values, batch
+from storage_helpers import OpenLog, all_values, batch
 
 from weir.clock import FakeClock, FakeScheduler
 from weir.records import BatchHeader, iter_batches, iter_records
