@@ -1,85 +1,12 @@
-"""A real broker process for integration tests: `weir broker start` on an ephemeral port."""
+"""Fixtures: real broker processes (see broker_process.py)."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import signal
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-IN_CI = os.environ.get("CI") == "true"
-
-
-class BrokerProcess:
-    """One `weir broker start` child. `restart()` keeps the data directory and the port."""
-
-    def __init__(self, data_dir: Path, *, config: dict[str, object] | None = None) -> None:
-        self.data_dir = data_dir
-        self.config_file: Path | None = None
-        if config:
-            self.config_file = data_dir.parent / f"{data_dir.name}.toml"
-            self.config_file.write_text(
-                "".join(f'"{k}" = {_toml(v)}\n' for k, v in config.items())
-            )
-        self.port = 0
-        self.process: subprocess.Popen[bytes] | None = None
-        self.log_path = data_dir.parent / f"{data_dir.name}.log"
-
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def start(self, timeout: float = 30) -> None:
-        ready = self.data_dir.parent / f"{self.data_dir.name}.ready"
-        ready.unlink(missing_ok=True)
-        command = [sys.executable, "-m", "weir.cli.main", "broker", "start",
-                   "--data-dir", str(self.data_dir), "--listen", f"127.0.0.1:{self.port}",
-                   "--ready-file", str(ready)]  # fmt: skip
-        if self.config_file is not None:
-            command += ["--config", str(self.config_file)]
-        log = open(self.log_path, "ab")  # noqa: SIM115 - the child owns it
-        self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-        log.close()
-        deadline = time.monotonic() + timeout
-        while not ready.exists() or not ready.read_text().strip():
-            if self.process.poll() is not None:
-                raise RuntimeError(f"broker exited with {self.process.returncode}:\n{self.logs()}")
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"broker not ready after {timeout}s:\n{self.logs()}")
-            time.sleep(0.05)
-        self.port = int(ready.read_text().strip().rsplit(":", 1)[1])
-
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> int:
-        assert self.process is not None
-        if self.process.poll() is None:
-            self.process.send_signal(sig)
-        code = self.process.wait(timeout)
-        self.process = None
-        return code
-
-    def kill(self) -> None:
-        self.stop(signal.SIGKILL)
-
-    def restart(self) -> None:
-        self.stop()
-        self.start()
-
-    def logs(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-
-
-def _toml(value: object) -> str:
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, str):
-        return f'"{value}"'
-    return str(value)
+from broker_process import BrokerProcess, require_tool  # noqa: F401  (re-exported)
 
 
 @pytest.fixture
@@ -105,13 +32,3 @@ def broker_factory(tmp_path: Path) -> Iterator[object]:
     for process in started:
         if process.process is not None:
             process.stop()
-
-
-def require_tool(name: str) -> str:
-    """The path of a command-line tool; skips without it locally, fails without it in CI."""
-    path = shutil.which(name)
-    if path is None:
-        if IN_CI:
-            pytest.fail(f"{name} is not installed (scripts/bootstrap installs it as root)")
-        pytest.skip(f"{name} is not installed")
-    return path

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import signal
 
-from conftest import BrokerProcess
+from broker_process import BrokerProcess
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 
