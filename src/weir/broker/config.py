@@ -52,6 +52,13 @@ class BrokerConfig:
     log_flush_offset_checkpoint_interval_ms: int = 60_000
     log_cleaner_backoff_ms: int = 15_000
     validate_records: bool = True
+    group_min_session_timeout_ms: int = 6_000
+    group_max_session_timeout_ms: int = 1_800_000
+    group_initial_rebalance_delay_ms: int = 3_000
+    group_max_size: int = 2**31 - 1
+    offsets_topic_num_partitions: int = 50
+    offsets_retention_minutes: int = 7 * 24 * 60
+    offset_metadata_max_bytes: int = 4096
     log_defaults: LogConfig = field(default_factory=LogConfig)
 
     @property

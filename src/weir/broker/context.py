@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from weir.broker.config import BrokerConfig
+from weir.broker.group.coordinator import GroupCoordinator
 from weir.broker.replica_manager import ReplicaManager
 from weir.broker.topics import TopicManager
 from weir.clock import Clock
@@ -37,6 +38,7 @@ class BrokerContext:
     replicas: ReplicaManager
     topics: TopicManager
     producer_ids: ProducerIdAllocator
+    groups: GroupCoordinator
     clock: Clock
 
 

@@ -20,6 +20,8 @@ from kio.schema.errors import ErrorCode
 
 from weir.broker.config import BrokerConfig
 from weir.broker.context import BrokerContext, ProducerIdAllocator
+from weir.broker.group.coordinator import GroupConfig, GroupCoordinator
+from weir.broker.group.store import GroupStore
 from weir.broker.handlers import HANDLERS, api_versions
 from weir.broker.replica_manager import ReplicaManager
 from weir.broker.topics import TopicManager
@@ -36,6 +38,7 @@ from weir.storage import FileSlice, LogConfig, LogManager, LogManagerConfig
 log = logging.getLogger(__name__)
 
 RECV_BYTES = 256 * 1024
+GROUP_TICK_S = 0.1
 
 
 class Broker:
@@ -71,8 +74,21 @@ class Broker:
                 logs.delete(topic, index)
         replicas = ReplicaManager(logs, self.clock, validate_records=config.validate_records)
         topics = TopicManager(config, metadata, replicas)
+        groups = GroupCoordinator(
+            GroupConfig(
+                min_session_timeout_ms=config.group_min_session_timeout_ms,
+                max_session_timeout_ms=config.group_max_session_timeout_ms,
+                initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
+                offsets_topic_partitions=config.offsets_topic_num_partitions,
+                offset_metadata_max_bytes=config.offset_metadata_max_bytes,
+                offsets_retention_ms=config.offsets_retention_minutes * 60_000,
+                max_size=config.group_max_size,
+            ),
+            self.clock,
+            GroupStore(replicas, topics, config.offsets_topic_num_partitions, self.clock),
+        )
         return BrokerContext(
-            config, metadata, replicas, topics, ProducerIdAllocator(metadata), self.clock
+            config, metadata, replicas, topics, ProducerIdAllocator(metadata), groups, self.clock
         )
 
     # ---- lifecycle ----------------------------------------------------------------------------
@@ -94,6 +110,8 @@ class Broker:
     async def serve(self) -> None:
         assert self._listener is not None
         loop = asyncio.get_running_loop()
+        ticker = loop.create_task(self._tick_groups())
+        self._connections.add(ticker)
         while True:
             sock, peer = await loop.sock_accept(self._listener)
             sock.setblocking(False)
@@ -101,6 +119,15 @@ class Broker:
             task = loop.create_task(self._serve_connection(sock, peer))
             self._connections.add(task)
             task.add_done_callback(self._connections.discard)
+
+    async def _tick_groups(self) -> None:
+        """Apply group deadlines (session and rebalance timeouts) a few times a second."""
+        while True:
+            await asyncio.sleep(GROUP_TICK_S)
+            try:
+                self.context.groups.tick()
+            except Exception:
+                log.exception("group coordinator tick failed")
 
     async def close(self) -> None:
         if self._listener is not None:

@@ -1,0 +1,129 @@
+"""Durable group state: the compacted internal topic `__consumer_offsets`.
+
+A group lives in partition `abs(java hashCode(group id)) % partitions`, as in Kafka. Commits and
+group metadata are appended there as ordinary record batches through the replica manager, and
+read back from the log when the broker starts. Compaction keeps only the latest value per key.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from kio.schema.errors import ErrorCode
+
+from weir.broker.group.group import CommittedOffset
+from weir.broker.group.records import (
+    GroupKey,
+    OffsetKey,
+    StoredGroup,
+    parse_group_value,
+    parse_key,
+    parse_offset_value,
+)
+from weir.broker.replica_manager import ReplicaManager
+from weir.broker.topics import TopicError, TopicManager
+from weir.clock import Clock
+from weir.records import BatchSpec, Compression, Record, build_batch, iter_records
+
+log = logging.getLogger(__name__)
+
+OFFSETS_TOPIC = "__consumer_offsets"
+OFFSETS_TOPIC_CONFIG = {
+    "cleanup.policy": "compact",
+    "segment.bytes": str(100 * 1024 * 1024),
+    "max.message.bytes": str(1024 * 1024),
+}
+
+
+def java_string_hash(text: str) -> int:
+    """Java's String.hashCode over UTF-16 code units, as a signed 32-bit int."""
+    h = 0
+    data = text.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + int.from_bytes(data[i : i + 2], "big")) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+@dataclass
+class LoadedState:
+    groups: dict[str, StoredGroup] = field(default_factory=dict)
+    offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = field(default_factory=dict)
+
+
+class GroupStore:
+    def __init__(
+        self, replicas: ReplicaManager, topics: TopicManager, partitions: int, clock: Clock
+    ) -> None:
+        self._replicas = replicas
+        self._topics = topics
+        self._clock = clock
+        info = topics.metadata.topic(OFFSETS_TOPIC)
+        self.partitions = info.partitions if info is not None else partitions
+        self._created = info is not None
+
+    def _ensure_topic(self) -> None:
+        """Create the topic on first use, as Kafka does on the first FindCoordinator."""
+        if self._created:
+            return
+        if self._topics.metadata.topic(OFFSETS_TOPIC) is None:
+            try:
+                self._topics.create(OFFSETS_TOPIC, self.partitions, dict(OFFSETS_TOPIC_CONFIG))
+            except TopicError as exc:
+                raise RuntimeError(f"cannot create {OFFSETS_TOPIC}: {exc}") from exc
+        self._created = True
+
+    def partition_for(self, group_id: str) -> int:
+        h = java_string_hash(group_id)
+        return (0 if h == -(2**31) else abs(h)) % self.partitions
+
+    def write(self, group_id: str, entries: Sequence[tuple[bytes, bytes | None]]) -> ErrorCode:
+        """Append (key, value) records for `group_id` as one batch; the append's error code."""
+        if not entries:
+            return ErrorCode.none
+        self._ensure_topic()
+        now = self._clock.milliseconds()
+        records = [Record(offset=i, timestamp=now, key=k, value=v)
+                   for i, (k, v) in enumerate(entries)]  # fmt: skip
+        batch = build_batch(records, spec=BatchSpec(compression=Compression.NONE))
+        result = self._replicas.append(OFFSETS_TOPIC, self.partition_for(group_id), batch)
+        if result.error is ErrorCode.message_too_large:
+            return ErrorCode.unknown_server_error  # what Kafka answers for an oversized group
+        return result.error
+
+    def ensure(self) -> None:
+        self._ensure_topic()
+
+    def load(self) -> LoadedState:
+        state = LoadedState()
+        for index in range(self.partitions):
+            partition = self._replicas.get(OFFSETS_TOPIC, index)
+            if partition is None:
+                continue
+            for header in partition.log.batches(partition.log.log_start_offset):
+                for record in iter_records(header):
+                    if record.key is not None:
+                        self._apply(state, record.key, record.value)
+        return state
+
+    @staticmethod
+    def _apply(state: LoadedState, key: bytes, value: bytes | None) -> None:
+        try:
+            parsed = parse_key(key)
+            if isinstance(parsed, OffsetKey):
+                offsets = state.offsets.setdefault(parsed.group, {})
+                tp = (parsed.topic, parsed.partition)
+                if value is None:
+                    offsets.pop(tp, None)
+                else:
+                    offsets[tp] = parse_offset_value(value)
+            elif isinstance(parsed, GroupKey):
+                if value is None:
+                    state.groups.pop(parsed.group, None)
+                    state.offsets.pop(parsed.group, None)
+                else:
+                    state.groups[parsed.group] = parse_group_value(value)
+        except (ValueError, IndexError, UnicodeDecodeError, struct.error) as exc:
+            log.warning("skipping an unreadable %s record: %s", OFFSETS_TOPIC, exc)

@@ -1,0 +1,25 @@
+"""OffsetDelete (47): delete a group's offsets for topics its members do not subscribe to."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from weir.broker.context import BrokerContext, make
+from weir.protocol.apis import ApiKey
+from weir.protocol.codec import Request, response_module
+
+
+async def handle(broker: BrokerContext, request: Request) -> Any:
+    m = response_module(ApiKey.OFFSET_DELETE, request.api_version)
+    body = request.body
+    wanted = [(t.name, p.partition_index) for t in body.topics for p in t.partitions]
+    error, results = broker.groups.delete_offsets(body.group_id, wanted)
+    topics: dict[str, list[Any]] = {}
+    for (name, index), partition_error in results.items():
+        topics.setdefault(name, []).append(
+            make(m.OffsetDeleteResponsePartition, partition_index=index,
+                 error_code=partition_error))  # fmt: skip
+    return make(m.OffsetDeleteResponse, error_code=error, throttle_time=datetime.timedelta(0),
+                topics=tuple(make(m.OffsetDeleteResponseTopic, name=n, partitions=tuple(ps))
+                             for n, ps in topics.items()))  # fmt: skip

@@ -1,0 +1,57 @@
+"""OffsetFetch (9): committed offsets of one group (v1-7) or several (v8)."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from weir.broker.context import BrokerContext, make
+from weir.protocol.apis import ApiKey
+from weir.protocol.codec import Request, response_module
+
+
+async def handle(broker: BrokerContext, request: Request) -> Any:
+    m = response_module(ApiKey.OFFSET_FETCH, request.api_version)
+    body = request.body
+    if hasattr(body, "groups"):
+        groups = tuple(
+            make(m.OffsetFetchResponseGroup, group_id=g.group_id, error_code=ErrorCode.none,
+                 topics=_topics(m, broker, g.group_id, g.topics, "OffsetFetchResponseTopics",
+                                "OffsetFetchResponsePartitions"))
+            for g in body.groups
+        )  # fmt: skip
+        return make(m.OffsetFetchResponse, throttle_time=datetime.timedelta(0), groups=groups)
+    topics = _topics(m, broker, body.group_id, body.topics, "OffsetFetchResponseTopic",
+                     "OffsetFetchResponsePartition")  # fmt: skip
+    return make(
+        m.OffsetFetchResponse,
+        throttle_time=datetime.timedelta(0),
+        topics=topics,
+        error_code=ErrorCode.none,
+    )
+
+
+def _topics(
+    m: Any,
+    broker: BrokerContext,
+    group_id: str,
+    requested: Any,
+    topic_type: str,
+    partition_type: str,
+) -> tuple[Any, ...]:
+    wanted = None
+    if requested is not None:
+        wanted = [(t.name, p) for t in requested for p in t.partition_indexes]
+    committed = broker.groups.fetch_offsets(group_id, wanted)
+    topics: dict[str, list[Any]] = {}
+    for (name, index), offset in sorted(committed.items()):
+        topics.setdefault(name, []).append(make(
+            getattr(m, partition_type), partition_index=index,
+            committed_offset=offset.offset if offset else -1,
+            committed_leader_epoch=offset.leader_epoch if offset else -1,
+            metadata=offset.metadata if offset else "", error_code=ErrorCode.none,
+        ))  # fmt: skip
+    return tuple(make(getattr(m, topic_type), name=name, partitions=tuple(parts))
+                 for name, parts in topics.items())  # fmt: skip
