@@ -259,5 +259,5 @@ class ReplicaManager:
             partition_log.increment_log_start_offset(target)
         except OffsetOutOfRangeError:
             return ErrorCode.offset_out_of_range, partition_log.log_start_offset
-        partition_log.delete_old_segments()
+        partition_log.delete_old_segments(retention=False)
         return ErrorCode.none, partition_log.log_start_offset

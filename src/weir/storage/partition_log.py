@@ -468,10 +468,11 @@ class PartitionLog:
                 self.log_start_offset = offset
                 self.epoch_cache.truncate_from_start(offset)
 
-    def delete_old_segments(self) -> int:
-        """Apply retention (time, size, log start offset); return the number of segments deleted."""
+    def delete_old_segments(self, *, retention: bool = True) -> int:
+        """Delete segments wholly below the log start offset and, with `retention`, those past
+        the time and size limits; return how many were deleted."""
         with self._lock:
-            doomed = self._segments_to_delete()
+            doomed = self._segments_to_delete(retention)
             for segment in doomed:
                 self._delete_segment(segment)
             if doomed:
@@ -479,7 +480,7 @@ class PartitionLog:
                 self.epoch_cache.truncate_from_start(self.log_start_offset)
             return len(doomed)
 
-    def _segments_to_delete(self) -> list[LogSegment]:
+    def _segments_to_delete(self, retention: bool) -> list[LogSegment]:
         now = self._clock.milliseconds()
         remaining = self.size
         doomed = []
@@ -491,7 +492,7 @@ class PartitionLog:
             too_big = self.config.delete and 0 <= self.config.retention_bytes <= (
                 remaining - segment.size
             )
-            if not (below_start or expired or too_big):
+            if not (below_start or (retention and (expired or too_big))):
                 break
             doomed.append(segment)
             remaining -= segment.size
