@@ -50,6 +50,7 @@ def register(commands: Any) -> None:
     consume = commands.add_parser("consume", help="print a topic's records")
     add_bootstrap(consume)
     consume.add_argument("topic")
+    consume.add_argument("--group", help="join this consumer group (commits offsets)")
     consume.add_argument("--from-beginning", action="store_true")
     consume.add_argument("--max-messages", type=int)
     consume.add_argument("--partition", type=int, action="append", help="only these partitions")
@@ -101,13 +102,13 @@ def _pairs(items: list[str]) -> dict[str, str]:
     return out
 
 
-def _client_config(args: argparse.Namespace, **extra: Any) -> dict[str, Any]:
+def client_config(args: argparse.Namespace, **extra: Any) -> dict[str, Any]:
     """Common settings: librdkafka's own logging off (errors are reported by the command)."""
     return {"bootstrap.servers": args.bootstrap_server, "log_level": 0, **extra}
 
 
 def _admin(args: argparse.Namespace) -> AdminClient:
-    return AdminClient(_client_config(args))
+    return AdminClient(client_config(args))
 
 
 def _fail(exc: KafkaException) -> int:
@@ -195,7 +196,7 @@ def run_topic_alter(args: argparse.Namespace) -> int:
 
 
 def run_produce(args: argparse.Namespace) -> int:
-    producer = Producer(_client_config(
+    producer = Producer(client_config(
         args, acks=args.acks, **{"compression.type": args.compression,
                                  "enable.idempotence": args.acks in ("all", "-1"),
                                  "linger.ms": 5},
@@ -245,17 +246,24 @@ def _split(line: bytes, separator: str | None) -> tuple[bytes | None, bytes]:
 
 
 def run_consume(args: argparse.Namespace) -> int:
-    consumer = Consumer(_client_config(
-        args, **{"group.id": "weir-console", "enable.auto.commit": False,
-                 "enable.partition.eof": True},
-    ))  # fmt: skip
+    settings: dict[str, Any] = {
+        "group.id": args.group or "weir-console",
+        "enable.auto.commit": bool(args.group),
+        "enable.partition.eof": True,
+        "auto.offset.reset": "earliest" if args.from_beginning else "latest",
+    }
+    consumer = Consumer(client_config(args, **settings))
     metadata = consumer.list_topics(timeout=ADMIN_TIMEOUT).topics.get(args.topic)
     if metadata is None or metadata.error is not None:
         print(f"weir: topic {args.topic!r} not found", file=sys.stderr)
+        consumer.close()
         return 1
     partitions = args.partition or sorted(metadata.partitions)
-    start = OFFSET_BEGINNING if args.from_beginning else OFFSET_END
-    consumer.assign([KafkaTopicPartition(args.topic, p, start) for p in partitions])
+    if args.group:
+        consumer.subscribe([args.topic])
+    else:
+        start = OFFSET_BEGINNING if args.from_beginning else OFFSET_END
+        consumer.assign([KafkaTopicPartition(args.topic, p, start) for p in partitions])
     try:
         return _print_records(consumer, args, set(partitions))
     except KeyboardInterrupt:

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from confluent_kafka import KafkaException
 
 from weir import __version__
-from weir.cli import broker, clients, demo, logtool
+from weir.cli import broker, clients, demo, groups, logtool
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -20,6 +20,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     broker.register(commands)
     clients.register(commands)
+    groups.register(commands)
     demo.register(commands)
     logtool.register(commands)
     return parser

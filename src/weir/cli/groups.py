@@ -1,0 +1,169 @@
+"""`weir group list|describe|reset-offsets|delete`, as kafka-consumer-groups.sh does them.
+
+describe shows each partition's committed offset, log end offset and lag with the member that
+owns it; reset-offsets prints the plan and changes nothing unless `--execute` is given (the
+group must have no active members, as Kafka requires).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import sys
+from typing import Any
+
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+from confluent_kafka.admin import AdminClient
+
+from weir.cli.clients import ADMIN_TIMEOUT, add_bootstrap, client_config
+
+NO_OFFSET = -1001
+
+
+def register(commands: Any) -> None:
+    group = commands.add_parser("group", help="list, describe, reset and delete consumer groups")
+    sub = group.add_subparsers(dest="group_command", required=True, metavar="ACTION")
+    listing = sub.add_parser("list")
+    listing.set_defaults(run=run_list)
+    describe = sub.add_parser("describe")
+    describe.add_argument("group")
+    describe.set_defaults(run=run_describe)
+    delete = sub.add_parser("delete")
+    delete.add_argument("group")
+    delete.set_defaults(run=run_delete)
+    reset = sub.add_parser("reset-offsets", help="move committed offsets (dry run by default)")
+    reset.add_argument("group")
+    reset.add_argument("--topic", required=True, help="TOPIC or TOPIC:P1,P2")
+    target = reset.add_mutually_exclusive_group(required=True)
+    target.add_argument("--to-earliest", action="store_true")
+    target.add_argument("--to-latest", action="store_true")
+    target.add_argument("--to-offset", type=int)
+    target.add_argument("--to-datetime", help="ISO 8601, e.g. 2026-11-21T08:00:00Z")
+    target.add_argument("--shift-by", type=int)
+    reset.add_argument("--execute", action="store_true", help="apply the plan")
+    reset.set_defaults(run=run_reset)
+    for parser in (listing, describe, delete, reset):
+        add_bootstrap(parser)
+
+
+def run_list(args: argparse.Namespace) -> int:
+    admin = AdminClient(client_config(args))
+    result = admin.list_consumer_groups(request_timeout=ADMIN_TIMEOUT).result()
+    for listing in sorted(result.valid, key=lambda g: g.group_id):
+        print(listing.group_id)
+    return 0
+
+
+def run_describe(args: argparse.Namespace) -> int:
+    admin = AdminClient(client_config(args))
+    description = admin.describe_consumer_groups([args.group])[args.group].result()
+    owners = {}
+    for member in description.members:
+        for tp in member.assignment.topic_partitions:
+            owners[(tp.topic, tp.partition)] = member
+    committed = _committed(admin, args.group)
+    partitions = sorted(set(committed) | set(owners))
+    ends = _end_offsets(args, partitions)
+    print(f"GROUP {args.group}  STATE {description.state.name}  MEMBERS {len(description.members)}")
+    print(
+        f"{'TOPIC':<24}{'PARTITION':>10}{'CURRENT-OFFSET':>16}{'LOG-END-OFFSET':>16}{'LAG':>8}"
+        f"  {'CONSUMER-ID':<44}{'HOST':<16}CLIENT-ID"
+    )
+    for topic, partition in partitions:
+        current = committed.get((topic, partition))
+        end = ends.get((topic, partition))
+        lag = "-" if current is None or end is None else str(end - current)
+        member = owners.get((topic, partition))
+        print(
+            f"{topic:<24}{partition:>10}{_dash(current):>16}{_dash(end):>16}{lag:>8}  "
+            f"{member.member_id if member else '-':<44}{member.host if member else '-':<16}"
+            f"{member.client_id if member else '-'}"
+        )
+    return 0
+
+
+def _dash(value: int | None) -> str:
+    return "-" if value is None else str(value)
+
+
+def _committed(admin: AdminClient, group: str) -> dict[tuple[str, int], int]:
+    request = [ConsumerGroupTopicPartitions(group)]
+    result = admin.list_consumer_group_offsets(request)[group].result()
+    return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions
+            if tp.offset >= 0}  # fmt: skip
+
+
+def _end_offsets(
+    args: argparse.Namespace, partitions: list[tuple[str, int]]
+) -> dict[tuple[str, int], int]:
+    consumer = Consumer(client_config(args, **{"group.id": "weir-group-tool"}))
+    try:
+        return {(t, p): consumer.get_watermark_offsets(KafkaTopicPartition(t, p),
+                                                       timeout=ADMIN_TIMEOUT)[1]
+                for t, p in partitions}  # fmt: skip
+    finally:
+        consumer.close()
+
+
+def run_delete(args: argparse.Namespace) -> int:
+    admin = AdminClient(client_config(args))
+    admin.delete_consumer_groups([args.group], request_timeout=ADMIN_TIMEOUT)[args.group].result()
+    print(f"deleted group {args.group}")
+    return 0
+
+
+def run_reset(args: argparse.Namespace) -> int:
+    admin = AdminClient(client_config(args))
+    topic, _, listed = args.topic.partition(":")
+    consumer = Consumer(client_config(args, **{"group.id": "weir-group-tool"}))
+    try:
+        metadata = consumer.list_topics(timeout=ADMIN_TIMEOUT).topics.get(topic)
+        if metadata is None or metadata.error is not None:
+            print(f"weir: topic {topic!r} not found", file=sys.stderr)
+            return 1
+        partitions = [int(p) for p in listed.split(",")] if listed else sorted(metadata.partitions)
+        committed = _committed(admin, args.group)
+        plan = {p: _target(args, consumer, topic, p, committed.get((topic, p))) for p in partitions}
+    finally:
+        consumer.close()
+    print(f"{'TOPIC':<24}{'PARTITION':>10}{'NEW-OFFSET':>12}")
+    for partition, offset in plan.items():
+        print(f"{topic:<24}{partition:>10}{offset:>12}")
+    if not args.execute:
+        print("(dry run: nothing changed; add --execute to apply)")
+        return 0
+    request = [ConsumerGroupTopicPartitions(
+        args.group, [KafkaTopicPartition(topic, p, o) for p, o in plan.items()])]  # fmt: skip
+    try:
+        admin.alter_consumer_group_offsets(request)[args.group].result()
+    except KafkaException as exc:
+        print(f"weir: {exc.args[0].str()} (is the group still active?)", file=sys.stderr)
+        return 1
+    print(f"reset offsets of group {args.group}")
+    return 0
+
+
+def _target(
+    args: argparse.Namespace, consumer: Consumer, topic: str, partition: int, current: int | None
+) -> int:
+    """The offset a reset moves `partition` to, clamped to [earliest, latest]."""
+    tp = KafkaTopicPartition(topic, partition)
+    low, high = consumer.get_watermark_offsets(tp, timeout=ADMIN_TIMEOUT)
+    if args.to_earliest:
+        target = low
+    elif args.to_latest:
+        target = high
+    elif args.to_offset is not None:
+        target = args.to_offset
+    elif args.shift_by is not None:
+        target = (current if current is not None else high) + args.shift_by
+    else:
+        moment = datetime.datetime.fromisoformat(args.to_datetime.replace("Z", "+00:00"))
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=datetime.UTC)
+        found = consumer.offsets_for_times(
+            [KafkaTopicPartition(topic, partition, int(moment.timestamp() * 1000))],
+            timeout=ADMIN_TIMEOUT)[0].offset  # fmt: skip
+        target = high if found < 0 else found
+    return max(low, min(high, target))
