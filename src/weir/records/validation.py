@@ -55,20 +55,40 @@ def validate_batch(
 
 
 def check_inner_offsets(header: BatchHeader) -> None:
-    """Every record's offset delta must be its index, and records must tile the section exactly."""
-    buf = records_section(header)
-    end = len(buf)
+    """Every record's offset delta must be its index, and records must tile the section exactly.
+
+    Reads only each record's length, timestamp delta and offset delta. One- and two-byte varints
+    (record lengths under 8 KiB, small deltas) are decoded inline: this loop runs once per record
+    on the produce path, so it avoids a function call per field.
+    """
+    data = bytes(records_section(header))
+    end = len(data)
     pos = 0
-    for expected in range(header.records_count):
-        length, body = decode_varint(buf, pos)
-        pos = body + length
-        if length <= 0 or pos > end:
-            raise CorruptRecordError(f"record {expected} of {length} bytes overruns the batch")
-        _, after_ts = decode_varint(buf, body + 1)
-        delta, after_delta = decode_varint(buf, after_ts)
-        if after_delta > pos:
-            raise CorruptRecordError(f"record {expected} is shorter than its own fields")
-        if delta != expected:
-            raise InvalidRecordError(f"record {expected} has offset delta {delta}")
+    try:
+        for expected in range(header.records_count):
+            length, body = _varint(data, pos)
+            pos = body + length
+            if length <= 0 or pos > end:
+                raise CorruptRecordError(f"record {expected} of {length} bytes overruns the batch")
+            after_ts = body + 2 if data[body + 1] < 0x80 else _varint(data, body + 1)[1]
+            delta, after_delta = _varint(data, after_ts)
+            if after_delta > pos:
+                raise CorruptRecordError(f"record {expected} is shorter than its own fields")
+            if delta != expected:
+                raise InvalidRecordError(f"record {expected} has offset delta {delta}")
+    except IndexError:
+        raise CorruptRecordError("record truncated") from None
     if pos != end:
         raise CorruptRecordError(f"{end - pos} bytes after the last record")
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    """A zig-zag varint at `pos`: one and two bytes inline, longer ones by decode_varint."""
+    first = data[pos]
+    if first < 0x80:
+        return (first >> 1) ^ -(first & 1), pos + 1
+    second = data[pos + 1]
+    if second < 0x80:
+        z = (first & 0x7F) | (second << 7)
+        return (z >> 1) ^ -(z & 1), pos + 2
+    return decode_varint(data, pos)
