@@ -2,7 +2,8 @@
 
 A request payload is `api_key:int16 | api_version:int16 | correlation_id:int32 | ...`; the rest
 of the header (v1, or v2 with tagged fields for flexible versions) and the body decode through
-kio, which skips unknown tagged fields. Responses encode the same way and come back framed.
+kio, after `guard.checked_payload` has checked every length against the bytes present and
+dropped unknown tagged fields. Responses encode the same way and come back framed.
 The version table (`weir.protocol.apis`) decides what may be decoded at all.
 """
 
@@ -21,6 +22,7 @@ from kio.static.constants import EntityType
 
 from weir.protocol.errors import InvalidRequestError, UnknownApiKeyError, UnsupportedVersionError
 from weir.protocol.framing import size_prefix
+from weir.protocol.guard import checked_payload
 
 _PEEK = struct.Struct(">hhi")
 
@@ -44,6 +46,7 @@ class _Codec:
     write_response_header: Callable[..., None]
     write_response: Callable[..., None]
     response_header_type: type
+    header_type: type
 
 
 def _entity_class(module: Any, suffix: str) -> type:
@@ -76,6 +79,7 @@ def codec_for(api_key: int, api_version: int) -> _Codec:
         write_response_header=entity_writer(response_header_type),
         write_response=entity_writer(response_type),
         response_header_type=response_header_type,
+        header_type=header_type,
     )
 
 
@@ -100,11 +104,12 @@ def decode_request(payload: bytes, supported: Mapping[int, tuple[int, int]]) -> 
         )  # fmt: skip
     try:
         codec = codec_for(api_key, api_version)
-    except (LookupError, ImportError) as exc:
+    except (LookupError, ImportError, RuntimeError) as exc:  # kio: UnknownEntity
         raise UnsupportedVersionError(
             f"API {api_key} version {api_version} cannot be decoded: {exc}",
             api_key=api_key, api_version=api_version, correlation_id=correlation_id,
         ) from None  # fmt: skip
+    payload = checked_payload(payload, codec.header_type, codec.request_type)
     try:
         header, used = codec.read_header(payload, 0)
         body, _ = codec.read_body(payload, used)

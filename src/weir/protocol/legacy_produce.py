@@ -43,10 +43,14 @@ class _Reader:
 
 
 def refuse(payload: bytes) -> bytes:
-    """A framed Produce response (same version) with UNSUPPORTED_VERSION for every partition."""
+    """A framed Produce response (same version) with UNSUPPORTED_VERSION for every partition,
+    or InvalidRequestError when it asked for no response (acks=0): the connection closes."""
+    if len(payload) < _HEADER_START.size:
+        raise InvalidRequestError("truncated produce request header")
     _, version, correlation_id, client_id_length = _HEADER_START.unpack_from(payload)
     reader = _Reader(payload, _HEADER_START.size + max(client_id_length, 0))
-    reader.skip(2 + 4)  # acks, timeout
+    acks = reader.take(_I16)
+    reader.skip(4)  # timeout
     out = bytearray(_I32.pack(correlation_id))
     topics = reader.take(_I32)
     out += _I32.pack(max(topics, 0))
@@ -63,4 +67,6 @@ def refuse(payload: bytes) -> bytes:
                 out += b"\xff" * 8
     if version >= 1:
         out += _I32.pack(0)
+    if acks == 0:
+        raise InvalidRequestError("refused an acks=0 produce of an unsupported version")
     return size_prefix(len(out)) + bytes(out)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -131,24 +131,27 @@ class GroupCoordinator:
         if len(group.members) >= self.config.max_size:
             return JoinResult(ErrorCode.group_max_size_reached)
         if instance is None and request.require_known_member_id:
-            group.pending_members.add(member_id)
+            deadline = self._clock.monotonic_ms() + request.session_timeout_ms
+            group.pending_members[member_id] = deadline
             return JoinResult(ErrorCode.member_id_required, member_id=member_id)
         return await self._add_and_rebalance(group, member_id, request)
 
     async def _join_known(self, group: Group, request: JoinRequest) -> JoinResult:
         member_id = request.member_id
         if member_id in group.pending_members:
-            group.pending_members.discard(member_id)
+            del group.pending_members[member_id]
             return await self._add_and_rebalance(group, member_id, request)
+        if _fenced(group, member_id, request.group_instance_id):
+            return JoinResult(ErrorCode.fenced_instance_id)
         member = group.members.get(member_id)
         if member is None:
             return JoinResult(ErrorCode.unknown_member_id)
-        if _fenced(group, member_id, request.group_instance_id):
-            return JoinResult(ErrorCode.fenced_instance_id)
         changed = member.protocols != request.protocols
         _update_member(member, request)
         if group.is_(PREPARING):
             return await self._await_join(group, member)
+        if group.is_(COMPLETING) and not changed:  # a retry after a lost JoinGroup response
+            return self._join_result(group, member, include_members=member_id == group.leader)
         if group.is_(STABLE) and not changed and member_id != group.leader:
             member.deadline_ms = self._clock.monotonic_ms() + member.session_timeout_ms
             return self._join_result(group, member, include_members=False)
@@ -190,7 +193,9 @@ class GroupCoordinator:
             error = self._persist_group(group)
             if error is not ErrorCode.none:
                 return JoinResult(error)
-            return self._join_result(group, member, include_members=False)
+            result = self._join_result(group, member, include_members=False)
+            # A restarted static leader is not told it leads: it must not reassign (Kafka).
+            return replace(result, leader=old_id) if group.leader == new_id else result
         self._prepare_rebalance(group)
         return await self._await_join(group, member)
 
@@ -326,7 +331,7 @@ class GroupCoordinator:
     ) -> tuple[ErrorCode, list[ErrorCode]]:
         group = self.groups.get(group_id)
         if group is None or group.is_(DEAD):
-            return ErrorCode.unknown_member_id, [ErrorCode.unknown_member_id] * len(leaving)
+            return ErrorCode.none, [ErrorCode.unknown_member_id] * len(leaving)
         errors = []
         for member_id, instance_id in leaving:
             if instance_id is not None:
@@ -353,11 +358,13 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         if group is None or group.is_(DEAD):
             return None, None, ErrorCode.unknown_member_id
+        if instance_id is not None and instance_id not in group.static_members:
+            return group, None, ErrorCode.unknown_member_id
+        if _fenced(group, member_id, instance_id):
+            return group, None, ErrorCode.fenced_instance_id
         member = group.members.get(member_id)
         if member is None:
             return group, None, ErrorCode.unknown_member_id
-        if _fenced(group, member_id, instance_id):
-            return group, member, ErrorCode.fenced_instance_id
         if generation != group.generation:
             return group, member, ErrorCode.illegal_generation
         return group, member, ErrorCode.none
@@ -389,6 +396,9 @@ class GroupCoordinator:
                 self._remove_member(group, member)
             if expired:
                 self._rebalance_after_removal(group)
+            abandoned = [m for m, deadline in group.pending_members.items() if deadline <= now]
+            for member_id in abandoned:
+                del group.pending_members[member_id]
             self._maybe_complete_join(group)
         self._expire_offsets()
 
@@ -398,6 +408,8 @@ class GroupCoordinator:
             if group.is_(EMPTY) and group.offsets and group.state_timestamp < cutoff:
                 expired = [tp for tp, c in group.offsets.items() if c.commit_timestamp < cutoff]
                 self._delete_offsets(group, expired)
+                if not group.offsets:
+                    self._remove_group(group)
 
     # ---- offsets ------------------------------------------------------------------------------
 
@@ -469,6 +481,8 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         if group is None or group.is_(DEAD):
             return ErrorCode.group_id_not_found, {}
+        if group.members and group.protocol_type != "consumer":
+            return ErrorCode.non_empty_group, {}
         subscribed = group.subscribed_topics() if group.members else set()
         results = {}
         deletable = []
@@ -503,11 +517,17 @@ class GroupCoordinator:
         entries: list[tuple[bytes, bytes | None]] = [
             (offset_key(group_id, t, p), None) for t, p in group.offsets
         ]
-        entries.append((group_key(group_id), None))
-        error = self.store.write(group_id, entries)
+        return self._remove_group(group, entries)
+
+    def _remove_group(
+        self, group: Group, entries: list[tuple[bytes, bytes | None]] | None = None
+    ) -> ErrorCode:
+        """Tombstone the group (and `entries`), then forget it: it is Dead."""
+        entries = [*(entries or []), (group_key(group.group_id), None)]
+        error = self.store.write(group.group_id, entries)
         if error is ErrorCode.none:
             group.transition(DEAD, self._clock.milliseconds())
-            del self.groups[group_id]
+            del self.groups[group.group_id]
         return error
 
     def _persist_group(self, group: Group) -> ErrorCode:
@@ -550,7 +570,10 @@ def _restore(group: Group, stored: StoredGroup, now_ms: int) -> None:
 
 
 def _fenced(group: Group, member_id: str, instance_id: str | None) -> bool:
-    return instance_id is not None and group.static_members.get(instance_id) != member_id
+    """A static member whose instance id now belongs to another member id (Kafka's check)."""
+    if instance_id is None or instance_id not in group.static_members:
+        return False
+    return group.static_members[instance_id] != member_id
 
 
 def _update_member(member: Member, request: JoinRequest) -> None:

@@ -57,7 +57,8 @@ class Group:
     leader: str | None = None
     members: dict[str, Member] = field(default_factory=dict)
     static_members: dict[str, str] = field(default_factory=dict)  # instance id -> member id
-    pending_members: set[str] = field(default_factory=set)  # MEMBER_ID_REQUIRED, not joined yet
+    # members told MEMBER_ID_REQUIRED that have not joined yet -> when they are given up on
+    pending_members: dict[str, int] = field(default_factory=dict)
     offsets: dict[TopicPartition, CommittedOffset] = field(default_factory=dict)
     state_timestamp: int = -1
     join_ready_ms: int = 0  # initial rebalance delay: do not complete a join before this

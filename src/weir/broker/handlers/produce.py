@@ -11,6 +11,7 @@ from kio.schema.errors import ErrorCode
 from weir.broker.context import BrokerContext, make
 from weir.protocol.apis import ApiKey
 from weir.protocol.codec import Request, response_module
+from weir.protocol.errors import InvalidRequestError
 
 VALID_ACKS = (0, 1, -1)
 
@@ -27,6 +28,9 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
             make(m.TopicProduceResponse, name=topic.name, partition_responses=tuple(partitions))
         )
     if body.acks == 0:
+        failed = [p for t in topics for p in t.partition_responses if p.error_code]
+        if failed:  # no response is read: closing the connection is how Kafka tells the client
+            raise InvalidRequestError(f"acks=0 produce failed with {failed[0].error_code.name}")
         return None
     return make(m.ProduceResponse, responses=tuple(topics), throttle_time=datetime.timedelta(0))
 
