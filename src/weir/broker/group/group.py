@@ -106,16 +106,20 @@ class Group:
 
 
 def _consumer_subscription(metadata: bytes) -> list[str]:
-    """Topics in a consumer protocol subscription: version int16, [topic string], ..."""
-    try:
-        count = int.from_bytes(metadata[2:6], "big", signed=True)
-        position = 6
-        topics = []
-        for _ in range(max(count, 0)):
-            length = int.from_bytes(metadata[position : position + 2], "big", signed=True)
-            position += 2
-            topics.append(metadata[position : position + length].decode("utf-8"))
-            position += length
-        return topics
-    except UnicodeDecodeError:
+    """Topics in a consumer protocol subscription: version int16, [topic string], ...
+    Malformed metadata (counts or lengths past its end) yields what could be read."""
+    if len(metadata) < 6:
         return []
+    count = int.from_bytes(metadata[2:6], "big", signed=True)
+    position = 6
+    topics: list[str] = []
+    for _ in range(max(count, 0)):
+        if position + 2 > len(metadata):
+            break
+        length = int.from_bytes(metadata[position : position + 2], "big", signed=True)
+        position += 2
+        if length < 0 or position + length > len(metadata):
+            break
+        topics.append(metadata[position : position + length].decode("utf-8", "replace"))
+        position += length
+    return topics
