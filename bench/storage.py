@@ -1,6 +1,7 @@
 """Storage benchmark: PartitionLog append and sendfile reads beside the plain system calls.
 
-For each batch size (1 KiB, 16 KiB, 256 KiB) it appends the same bytes three ways in one run:
+For each batch size (1 KiB, 16 KiB, 256 KiB) it appends the same bytes three ways, alternating
+them over several trials (median kept) with dirty pages written back before each run:
 plain `os.write` to a file (the page-cache baseline), `PartitionLog.append` (offset assignment,
 index upkeep, roll checks), and `validate_batch` + `PartitionLog.append` (what the broker's
 produce path does). Reads: `PartitionLog.read` + `os.sendfile` of every slice into a socket
@@ -16,6 +17,7 @@ import json
 import os
 import platform
 import socket
+import statistics
 import tempfile
 import threading
 import time
@@ -133,29 +135,43 @@ def read_plain(paths: list[Path], out: socket.socket) -> int:
     return total
 
 
-def bench_size(name: str, size: int, total_mb: int, workdir: Path) -> dict[str, Any]:
+def bench_size(name: str, size: int, total_mb: int, workdir: Path, trials: int) -> dict[str, Any]:
+    """Alternate plain writes and log appends of the same bytes, `trials` times each, with the
+    page cache's dirty data written back (os.sync) before every run so no run pays for another's
+    writeback; report the median run of each."""
     data = make_batch(size)
     count = max(1, total_mb * 1024 * 1024 // len(data))
     total = count * len(data)
     scheduler = ThreadScheduler()
-    result: dict[str, Any] = {"batch_bytes": len(data), "batches": count, "total_bytes": total}
     base = workdir / name
     base.mkdir()
-    result["plain_os_write"] = rate(
-        total, count, timed(lambda: plain_write(base / "plain", data, count))
-    )
-    log = open_log(base / "bench-0", scheduler)
-    result["partition_log_append"] = rate(
-        total, count, timed(lambda: log_append(log, data, count, False))
-    )
-    checked = open_log(base / "bench-1", scheduler)
-    result["validate_and_append"] = rate(
-        total, count, timed(lambda: log_append(checked, data, count, True))
-    )
-    result["append_vs_plain_write"] = round(
-        result["partition_log_append"]["mb_per_s"] / result["plain_os_write"]["mb_per_s"], 3
-    )
-    result.update(bench_reads(log, base / "plain", count))
+    runs: dict[str, list[float]] = {"plain": [], "append": [], "validate": []}
+    log = checked = None
+    for trial in range(trials):
+        for kind in runs:
+            path = base / f"{kind}-{trial}"
+            os.sync()
+            if kind == "plain":
+                seconds = timed(lambda p=path: plain_write(p, data, count))
+            else:
+                target = open_log(base / f"{kind}{trial}-0", scheduler)
+                seconds = timed(
+                    lambda t=target, k=kind: log_append(t, data, count, k == "validate")
+                )
+                if trial == trials - 1:
+                    log, checked = (target, checked) if kind == "append" else (log, target)
+                else:
+                    target.close()
+            runs[kind].append(seconds)
+    result: dict[str, Any] = {"batch_bytes": len(data), "batches": count, "total_bytes": total,
+                              "trials": trials}  # fmt: skip
+    result["plain_os_write"] = rate(total, count, statistics.median(runs["plain"]))
+    result["partition_log_append"] = rate(total, count, statistics.median(runs["append"]))
+    result["validate_and_append"] = rate(total, count, statistics.median(runs["validate"]))
+    result["append_vs_plain_write"] = round(result["partition_log_append"]["mb_per_s"]
+                                            / result["plain_os_write"]["mb_per_s"], 3)  # fmt: skip
+    assert log is not None and checked is not None
+    result.update(bench_reads(log, base / f"plain-{trials - 1}", count))
     log.close()
     checked.close()
     scheduler.shutdown()
@@ -181,7 +197,8 @@ def bench_reads(log: PartitionLog, plain: Path, count: int) -> dict[str, Any]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--total-mb", type=int, default=256, help="data appended per batch size")
+    parser.add_argument("--total-mb", type=int, default=128, help="data per run and batch size")
+    parser.add_argument("--trials", type=int, default=3, help="runs of each kind (median kept)")
     parser.add_argument(
         "--out", type=Path, default=Path(__file__).parent / "results" / "storage.json"
     )
@@ -195,7 +212,8 @@ def main() -> int:
             "platform": platform.platform(),
         },
         "settings": {
-            "total_mb_per_size": args.total_mb,
+            "total_mb_per_run": args.total_mb,
+            "trials": args.trials,
             "record_value_bytes": RECORD_VALUE,
             "read_chunk_bytes": READ_CHUNK,
             "fsync": "none (page cache)",
@@ -204,7 +222,9 @@ def main() -> int:
     }
     with tempfile.TemporaryDirectory(prefix="weir-bench-", dir=args.dir) as scratch:
         for name, size in SIZES.items():
-            report["results"][name] = bench_size(name, size, args.total_mb, Path(scratch))
+            report["results"][name] = bench_size(
+                name, size, args.total_mb, Path(scratch), args.trials
+            )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     print(json.dumps(report, indent=2))
