@@ -158,10 +158,11 @@ def latency(bootstrap: str, topic: str, rate: int, seconds: float) -> dict[str, 
     consumer = Consumer({
         "bootstrap.servers": bootstrap, "group.id": "bench-latency", "enable.auto.commit": False,
         "fetch.wait.max.ms": 10, "fetch.min.bytes": 1, "log_level": 3,
+        "socket.nagle.disable": True,
     })  # fmt: skip
     consumer.assign([TopicPartition(topic, 0, 0)])
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 0,
-                         "log_level": 3})  # fmt: skip
+                         "log_level": 3, "socket.nagle.disable": True})  # fmt: skip
     total = int(rate * seconds)
     samples: list[float] = []
     done = threading.Event()
