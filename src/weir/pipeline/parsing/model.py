@@ -1,0 +1,59 @@
+"""The two outcomes of parsing one raw log line: a ParsedLine or a Quarantined line.
+
+Both are frozen value objects with no behaviour, so they can cross process boundaries and be
+written straight to the warehouse (ParsedLine) or the quarantine table (Quarantined).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ParsedLine:
+    """One log line split into the warehouse's columns.
+
+    ``timestamp`` is always naive: the log's own wall-clock time when the line carries no offset
+    (every loghub format), or UTC when it does (JSON lines with ``Z``/``+hh:mm`` or epoch numbers).
+    ``level`` is the normalised name (see ``levels.CANONICAL_LEVELS``) and ``raw_level`` the text
+    as written; both are None for formats without a level (syslog, OpenSSH).
+    """
+
+    source: str
+    timestamp: datetime
+    level: str | None
+    raw_level: str | None
+    component: str | None
+    pid: int | None
+    message: str
+    template: str
+    host: str | None = None
+    thread: str | None = None
+
+
+class QuarantineReason(StrEnum):
+    """Why a line could not be parsed; the quarantine table's ``reason`` column."""
+
+    EMPTY = "empty"
+    UNKNOWN_SOURCE = "unknown-source"
+    NO_FORMAT_MATCHED = "no-format-matched"
+    FORMAT_MISMATCH = "format-mismatch"
+    BAD_TIMESTAMP = "bad-timestamp"
+    BAD_JSON = "bad-json"
+    MISSING_FIELD = "missing-field"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Quarantined:
+    """A line that did not parse, kept verbatim with the reason; never silently dropped.
+
+    ``source`` is the source the caller named, or the detected format when auto-detection matched
+    a format but its fields were invalid, or None when nothing matched.
+    """
+
+    source: str | None
+    line: str
+    reason: QuarantineReason
+    detail: str
