@@ -1,8 +1,9 @@
-"""`weir demo`: the storage engine at work on real system logs shipped with weir.
+"""`weir demo --storage`: the storage engine alone at work on real system logs shipped with weir.
 
 Loads the Loghub samples (see demo_data/LICENSE.loghub) into partition logs, reads every record
 back through file slices, restarts cleanly and after a torn write, compacts a keyed topic, and
 prints what happened. Everything lives in a temporary directory unless `--data-dir` is given.
+The full demo (broker, Spark ETL) is in `weir.cli.pipeline_demo`.
 """
 
 from __future__ import annotations
@@ -27,7 +28,10 @@ QUIET = LogManagerConfig(retention_check_interval_ms=3_600_000, cleaner_backoff_
 
 def register(commands: Any) -> None:
     parser = commands.add_parser("demo", help="run the demo on real logs shipped with weir")
-    parser.add_argument("--data-dir", type=Path, help="keep the logs here instead of a temp dir")
+    parser.add_argument("--data-dir", type=Path, help="keep everything here instead of a temp dir")
+    parser.add_argument(
+        "--storage", action="store_true", help="show the storage engine alone (no broker, no Spark)"
+    )
     parser.set_defaults(run=run)
 
 
@@ -44,6 +48,10 @@ def load_samples() -> dict[str, list[bytes]]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if not args.storage:
+        from weir.cli.pipeline_demo import run_pipeline_demo
+
+        return run_pipeline_demo(args.data_dir)
     if args.data_dir is not None:
         status = _run_in(args.data_dir)
         print(f"\ndata directory: {args.data_dir}")

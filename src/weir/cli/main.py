@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from confluent_kafka import KafkaException
 
 from weir import __version__
-from weir.cli import broker, clients, demo, groups, logtool
+from weir.cli import agent, broker, clients, consumer, demo, groups, logtool, pipeline
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -21,8 +21,11 @@ def build_parser() -> argparse.ArgumentParser:
     broker.register(commands)
     clients.register(commands)
     groups.register(commands)
+    consumer.register(commands)
     demo.register(commands)
     logtool.register(commands)
+    agent.register(commands)
+    pipeline.register(commands)
     return parser
 
 

@@ -1,0 +1,143 @@
+"""The agent's only door to the cluster: one idempotent confluent-kafka producer (acks=all).
+
+librdkafka keeps a connection per broker and routes each partition to its leader, following
+leader changes; `KafkaLink` adds what the senders need on top: a blocking `deliver` that returns
+only when every record of a batch was acknowledged (or says why not), metadata look-ups that
+separate "no such topic" from "cluster unreachable", and a producer replaced after a fatal error.
+Third-party exceptions are translated here, once.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, Producer
+
+from weir.agent.event import Event
+from weir.agent.registry import MetadataUnavailable, UnknownTopicError
+
+log = logging.getLogger(__name__)
+
+METADATA_TIMEOUT_S = 5.0
+_LEADER_WAIT_ROUNDS = 10
+
+
+class DeliveryFailed(Exception):
+    """Some record of a batch was not acknowledged; the whole batch must be sent again."""
+
+
+@dataclass
+class _Pending:
+    remaining: int
+    done: threading.Event
+    error: KafkaError | None = None
+
+    def delivered(self, err: KafkaError | None, _msg: Any) -> None:
+        if err is not None and self.error is None:
+            self.error = err
+        self.remaining -= 1
+        if self.remaining == 0:
+            self.done.set()
+
+
+class KafkaLink:
+    """One producer shared by all senders, polled by its own thread."""
+
+    def __init__(self, bootstrap: str, settings: dict[str, Any] | None = None) -> None:
+        self._config: dict[str, Any] = {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 5,
+            "compression.type": "lz4",
+            "message.timeout.ms": 30_000,
+            "allow.auto.create.topics": True,
+            "queue.buffering.max.messages": 1_000_000,
+        }
+        self._config.update(settings or {})
+        self._lock = threading.Lock()
+        self._producer = Producer(self._config)
+        self._closed = threading.Event()
+        self.reachable = False
+        self._poller = threading.Thread(target=self._poll_loop, name="weir-agent-poll", daemon=True)
+        self._poller.start()
+
+    def deliver(self, events: list[Event], partition: int, timeout_s: float) -> None:
+        """Produce `events` to one partition and wait for every acknowledgement."""
+        pending = _Pending(remaining=len(events), done=threading.Event())
+        producer = self._producer
+        for event in events:
+            self._produce(producer, event, partition, pending)
+        if not pending.done.wait(timeout_s):
+            raise DeliveryFailed(f"no acknowledgement within {timeout_s:.0f}s")
+        if pending.error is not None:
+            self._check_fatal(producer, pending.error)
+            raise DeliveryFailed(pending.error.str())
+        self.reachable = True
+
+    def _produce(self, producer: Producer, event: Event, partition: int, pending: _Pending) -> None:
+        while True:
+            try:
+                producer.produce(
+                    event.topic,
+                    value=event.value,
+                    key=event.key,
+                    partition=partition,
+                    headers=list(event.headers) or None,
+                    timestamp=event.timestamp_ms,
+                    on_delivery=pending.delivered,
+                )
+                return
+            except BufferError:
+                time.sleep(0.01)
+
+    def partition_count(self, topic: str) -> int:
+        """The topic's partition count; may create the topic if the cluster auto-creates."""
+        for _ in range(_LEADER_WAIT_ROUNDS):
+            metadata = self._metadata(topic)
+            described = metadata.topics.get(topic)
+            error = described.error if described is not None else None
+            if error is None and described is not None and described.partitions:
+                return len(described.partitions)
+            if error is not None and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                raise UnknownTopicError(f"topic {topic!r} does not exist")
+            time.sleep(0.2)
+        raise MetadataUnavailable(f"no partitions known for topic {topic!r}")
+
+    def _metadata(self, topic: str) -> Any:
+        try:
+            metadata = self._producer.list_topics(topic, timeout=METADATA_TIMEOUT_S)
+        except KafkaException as exc:
+            self.reachable = False
+            raise MetadataUnavailable(f"cluster unreachable: {exc.args[0]}") from exc
+        self.reachable = True
+        return metadata
+
+    def probe(self) -> bool:
+        try:
+            self._producer.list_topics(timeout=METADATA_TIMEOUT_S)
+            self.reachable = True
+        except KafkaException:
+            self.reachable = False
+        return self.reachable
+
+    def _check_fatal(self, producer: Producer, error: KafkaError) -> None:
+        self.reachable = error.code() not in (KafkaError._MSG_TIMED_OUT, KafkaError._TRANSPORT)
+        if error.fatal():
+            with self._lock:
+                if self._producer is producer:
+                    log.warning("fatal producer error %s; starting a new producer", error.str())
+                    self._producer = Producer(self._config)
+
+    def _poll_loop(self) -> None:
+        while not self._closed.is_set():
+            self._producer.poll(0.05)
+
+    def close(self) -> None:
+        self._closed.set()
+        self._poller.join()
+        self._producer.flush(5)

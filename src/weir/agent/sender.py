@@ -1,0 +1,110 @@
+"""One sender per queue: read a batch, deliver it, and only then advance the read position.
+
+States and their transitions (a table, as everywhere in Weir):
+
+    IDLE ──batch──► SENDING ──acked──► IDLE
+                       └──failed──► BACKING_OFF ──backoff elapsed──► SENDING
+
+While BACKING_OFF the backlog stays on disk in the queue; the same batch (the oldest records) is
+sent again, so a partition's events reach the topic in the order they were accepted. A crash
+between delivery and acknowledgement sends the batch again: at-least-once.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import threading
+
+from weir.agent.event import decode_event
+from weir.agent.link import DeliveryFailed, KafkaLink
+from weir.agent.queue import PartitionQueue
+from weir.clock import Clock
+
+log = logging.getLogger(__name__)
+
+
+class SenderState(enum.Enum):
+    IDLE = "idle"
+    SENDING = "sending"
+    BACKING_OFF = "backing-off"
+
+
+TRANSITIONS: dict[SenderState, frozenset[SenderState]] = {
+    SenderState.IDLE: frozenset({SenderState.SENDING}),
+    SenderState.SENDING: frozenset({SenderState.IDLE, SenderState.BACKING_OFF}),
+    SenderState.BACKING_OFF: frozenset({SenderState.SENDING}),
+}
+
+
+class Sender:
+    """Drains one `PartitionQueue` into its topic-partition through the shared `KafkaLink`."""
+
+    def __init__(
+        self,
+        queue: PartitionQueue,
+        link: KafkaLink,
+        *,
+        clock: Clock,
+        max_records: int = 5000,
+        max_bytes: int = 1 << 20,
+        backoff_ms: tuple[int, int] = (100, 5000),
+        delivery_timeout_s: float = 60.0,
+    ) -> None:
+        self.queue, self._link, self._clock = queue, link, clock
+        self._max_records, self._max_bytes = max_records, max_bytes
+        self._backoff_min, self._backoff_max = backoff_ms
+        self._backoff = self._backoff_min
+        self._delivery_timeout_s = delivery_timeout_s
+        self.state = SenderState.IDLE
+        self.sent = 0
+        self.last_error: str | None = None
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, name=f"weir-sender-{queue.topic}-{queue.partition}", daemon=True
+        )
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._thread.join(timeout=self._delivery_timeout_s)
+
+    def _move(self, target: SenderState) -> None:
+        if target not in TRANSITIONS[self.state]:
+            raise RuntimeError(f"sender cannot go from {self.state.value} to {target.value}")
+        self.state = target
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            if not self.send_once():
+                self.queue.wait_for_data(0.1)
+
+    def send_once(self) -> bool:
+        """Send the oldest batch; True if one was sent and acknowledged."""
+        batch = self.queue.peek(self._max_records, self._max_bytes)
+        if not batch.payloads:
+            return False
+        if self.state is SenderState.IDLE:
+            self._move(SenderState.SENDING)
+        events = [decode_event(self.queue.topic, p) for p in batch.payloads]
+        try:
+            self._link.deliver(events, self.queue.partition, self._delivery_timeout_s)
+        except DeliveryFailed as exc:
+            self._back_off(str(exc))
+            return False
+        self.queue.acknowledge(batch)
+        self.sent += len(events)
+        self._backoff, self.last_error = self._backoff_min, None
+        self._move(SenderState.IDLE)
+        return True
+
+    def _back_off(self, reason: str) -> None:
+        log.info("%s-%d: delivery failed (%s); retry in %d ms",
+                 self.queue.topic, self.queue.partition, reason, self._backoff)  # fmt: skip
+        self.last_error = reason
+        self._move(SenderState.BACKING_OFF)
+        self._stopping.wait(self._backoff / 1000)
+        self._backoff = min(self._backoff * 2, self._backoff_max)
+        self._move(SenderState.SENDING)

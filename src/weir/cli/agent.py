@@ -1,0 +1,88 @@
+"""`weir agent start|send|status`: run the reliable log-shipping agent and talk to it.
+
+`send` exits 0 only when the agent acknowledged every stdin line (stored durably per the topic's
+class); otherwise it prints each refusal and exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from weir.agent.agent import Agent
+from weir.agent.client import AgentClient
+from weir.agent.config import DEFAULT_SOCKET, load_config
+from weir.agent.event import Event
+from weir.agent.server import AgentSocketServer
+
+
+def register(commands: Any) -> None:
+    agent = commands.add_parser("agent", help="the reliable log-shipping agent")
+    actions = agent.add_subparsers(dest="action", required=True, metavar="ACTION")
+    start = actions.add_parser("start", help="run the agent in the foreground")
+    start.add_argument("--config", type=Path, help="TOML settings (see weir.agent.config)")
+    start.add_argument("--socket", type=Path, help="Unix socket path")
+    start.add_argument("--spool", type=Path, help="directory of the durable queues")
+    start.add_argument("--bootstrap-server", help="HOST:PORT of a broker")
+    start.add_argument("--ready-file", type=Path, help=argparse.SUPPRESS)
+    start.set_defaults(run=run_start)
+    send = actions.add_parser("send", help="send stdin lines through the agent")
+    send.add_argument("topic")
+    send.add_argument("--socket", type=Path, default=Path(DEFAULT_SOCKET))
+    send.add_argument("--key-separator", help="split each line into KEY SEP VALUE")
+    send.set_defaults(run=run_send)
+    status = actions.add_parser("status", help="print the agent's queues as JSON")
+    status.add_argument("--socket", type=Path, default=Path(DEFAULT_SOCKET))
+    status.set_defaults(run=run_status)
+
+
+def run_start(args: argparse.Namespace) -> int:
+    config = load_config(args.config).with_overrides(
+        socket=args.socket, spool=args.spool, bootstrap_server=args.bootstrap_server
+    )
+    agent = Agent(config)
+    server = AgentSocketServer(config.socket, agent)
+    server.serve_in_background()
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    print(f"weir agent ready on {config.socket}", flush=True)
+    if args.ready_file:
+        args.ready_file.write_text(str(config.socket))
+    with contextlib.suppress(KeyboardInterrupt):
+        stop.wait()
+    server.shutdown()
+    server.server_close()
+    agent.close()
+    return 0
+
+
+def _events(topic: str, separator: str | None) -> Iterator[Event]:
+    for raw in sys.stdin.buffer:
+        line = raw.rstrip(b"\n")
+        key = None
+        if separator is not None and separator.encode() in line:
+            key, line = line.split(separator.encode(), 1)
+        yield Event(topic=topic, value=line, key=key)
+
+
+def run_send(args: argparse.Namespace) -> int:
+    with AgentClient(args.socket) as client:
+        responses = client.send_all(_events(args.topic, args.key_separator))
+    failed = [r for r in responses if not r.ok]
+    for response in failed:
+        print(f"weir: {response.code}: {response.message.decode(errors='replace')}",
+              file=sys.stderr)  # fmt: skip
+    return 1 if failed else 0
+
+
+def run_status(args: argparse.Namespace) -> int:
+    with AgentClient(args.socket) as client:
+        print(json.dumps(client.status(), indent=2))
+    return 0

@@ -1,0 +1,193 @@
+"""The confluent-kafka boundary of the Spark source and sink: metadata, watermarks, range reads.
+
+Readers use explicit assignment (no consumer group, nothing committed): Spark owns the offsets.
+Records come back as Arrow record batches in the column layout of Spark's Kafka source. This
+module never imports Spark, so it runs unchanged on the driver and in executors' Python workers.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa  # type: ignore[import-untyped]
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+
+from weir.pipeline.offsets import DataLossError, OffsetRange, Watermarks, data_loss_message
+
+log = logging.getLogger(__name__)
+
+HEADER_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+RECORD_FIELDS = [
+    pa.field("key", pa.binary()),
+    pa.field("value", pa.binary()),
+    pa.field("topic", pa.string()),
+    pa.field("partition", pa.int32()),
+    pa.field("offset", pa.int64()),
+    pa.field("timestamp", pa.timestamp("us", tz="UTC")),
+    pa.field("timestampType", pa.int32()),
+]
+HEADERS_FIELD = pa.field("headers", HEADER_TYPE)
+BATCH_RECORDS = 10_000
+METADATA_TIMEOUT_S = 30.0
+OUT_OF_RANGE = {KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET}
+
+
+def record_schema(*, include_headers: bool) -> pa.Schema:
+    """The Arrow schema of read batches: Spark's Kafka source columns."""
+    return pa.schema(RECORD_FIELDS + ([HEADERS_FIELD] if include_headers else []))
+
+
+def reader_config(client_options: Mapping[str, str]) -> dict[str, Any]:
+    return {
+        "group.id": "weir-spark-reader",
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "auto.offset.reset": "error",
+        **client_options,
+    }
+
+
+def subscribed_partitions(
+    consumer: Consumer, *, topics: Sequence[str] | None, pattern: str | None
+) -> list[tuple[str, int]]:
+    """Every partition of the named topics, or of the topics whose names match ``pattern``."""
+    metadata = consumer.list_topics(timeout=METADATA_TIMEOUT_S)
+    if pattern is not None:
+        regex = re.compile(pattern)
+        names = [t for t in metadata.topics if regex.fullmatch(t) and not t.startswith("__")]
+    else:
+        names = list(topics or [])
+    found: list[tuple[str, int]] = []
+    for name in names:
+        topic = metadata.topics.get(name)
+        if topic is None or topic.error is not None:
+            raise KafkaException(
+                topic.error if topic else KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART)
+            )
+        found.extend((name, p) for p in topic.partitions)
+    return sorted(found)
+
+
+def watermarks(
+    consumer: Consumer, partitions: Sequence[tuple[str, int]]
+) -> dict[tuple[str, int], Watermarks]:
+    """Log start offset and high watermark of each partition, asked of its leader."""
+    marks: dict[tuple[str, int], Watermarks] = {}
+    for topic, partition in partitions:
+        low, high = consumer.get_watermark_offsets(
+            TopicPartition(topic, partition), timeout=METADATA_TIMEOUT_S, cached=False
+        )
+        marks[(topic, partition)] = Watermarks(log_start=low, high=high)
+    return marks
+
+
+class RangeReader:
+    """Reads one OffsetRange with an assigned consumer and yields Arrow record batches.
+
+    If the range's first offsets are deleted before they are fetched, it raises DataLossError
+    when ``fail_on_data_loss``, and otherwise logs it and continues from the log start offset.
+    """
+
+    def __init__(
+        self,
+        client_options: Mapping[str, str],
+        *,
+        include_headers: bool,
+        fail_on_data_loss: bool,
+        poll_timeout_s: float,
+    ) -> None:
+        self.config = reader_config(client_options)
+        self.include_headers = include_headers
+        self.fail_on_data_loss = fail_on_data_loss
+        self.poll_timeout_s = poll_timeout_s
+        self.schema = record_schema(include_headers=include_headers)
+
+    def read(self, r: OffsetRange) -> Iterator[pa.RecordBatch]:
+        consumer = Consumer(self.config)
+        try:
+            yield from self._read(consumer, r)
+        finally:
+            consumer.close()
+
+    def _read(self, consumer: Consumer, r: OffsetRange) -> Iterator[pa.RecordBatch]:
+        next_offset = r.start
+        consumer.assign([TopicPartition(r.topic, r.partition, next_offset)])
+        last_progress = time.monotonic()
+        while next_offset < r.end:
+            wanted = min(BATCH_RECORDS, r.end - next_offset)
+            messages, restart = self._poll(consumer, r, next_offset, wanted)
+            if restart is not None:
+                next_offset = restart
+                consumer.assign([TopicPartition(r.topic, r.partition, next_offset)])
+                continue
+            if messages:
+                last_progress = time.monotonic()
+                next_offset = _offset(messages[-1]) + 1
+                yield self._batch(messages)
+            elif time.monotonic() - last_progress > self.poll_timeout_s:
+                raise TimeoutError(
+                    f"{r.topic}-{r.partition}: no record at offset {next_offset} "
+                    f"(reading up to {r.end}) within {self.poll_timeout_s}s"
+                )
+
+    def _poll(
+        self, consumer: Consumer, r: OffsetRange, next_offset: int, wanted: int
+    ) -> tuple[list[Message], int | None]:
+        polled = consumer.consume(num_messages=wanted, timeout=1.0)
+        messages = []
+        for message in polled:
+            error = message.error()
+            if error is not None:
+                if error.code() in OUT_OF_RANGE:
+                    return [], self._after_data_loss(consumer, r, next_offset)
+                raise KafkaException(error)
+            if _offset(message) >= r.end:
+                break
+            messages.append(message)
+        return messages, None
+
+    def _after_data_loss(self, consumer: Consumer, r: OffsetRange, next_offset: int) -> int:
+        low, _ = consumer.get_watermark_offsets(
+            TopicPartition(r.topic, r.partition), timeout=METADATA_TIMEOUT_S, cached=False
+        )
+        if low <= next_offset:
+            raise KafkaException(KafkaError(KafkaError.OFFSET_OUT_OF_RANGE))
+        message = data_loss_message((r.topic, r.partition), next_offset, low)
+        if self.fail_on_data_loss:
+            raise DataLossError(message)
+        log.warning("%s", message)
+        return min(low, r.end)
+
+    def _batch(self, messages: list[Message]) -> pa.RecordBatch:
+        stamps = [m.timestamp() for m in messages]
+        columns = [
+            pa.array([m.key() for m in messages], pa.binary()),
+            pa.array([m.value() for m in messages], pa.binary()),
+            pa.array([m.topic() for m in messages], pa.string()),
+            pa.array([m.partition() for m in messages], pa.int32()),
+            pa.array([m.offset() for m in messages], pa.int64()),
+            pa.array(
+                [ms * 1000 if kind else None for kind, ms in stamps], pa.timestamp("us", tz="UTC")
+            ),
+            pa.array([kind - 1 for kind, _ in stamps], pa.int32()),
+        ]
+        if self.include_headers:
+            columns.append(pa.array([_headers(m) for m in messages], HEADER_TYPE))
+        return pa.RecordBatch.from_arrays(columns, schema=self.schema)
+
+
+def _offset(message: Message) -> int:
+    offset = message.offset()
+    assert offset is not None, "a fetched record always has an offset"
+    return offset
+
+
+def _headers(message: Message) -> list[dict[str, Any]] | None:
+    headers = message.headers()
+    if not headers:
+        return None
+    return [{"key": key, "value": value} for key, value in list(headers)]

@@ -1,0 +1,84 @@
+"""Running a handler over a run of records: in the worker thread, or in spawned processes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from consumer_unit_records import owned, record
+
+from weir.consumer.partition import REVOKING
+from weir.consumer.record import Record
+from weir.consumer.workers import ProcessRunner, ThreadRunner
+
+HANDLERS = Path(__file__).with_name("consumer_unit_handlers.py")
+RECORDS = [record(0, n) for n in range(6)]
+
+
+@pytest.fixture
+def process_runner(request: pytest.FixtureRequest) -> Iterator[ProcessRunner]:
+    runner = ProcessRunner(f"{HANDLERS}:{request.param}", keep_results=True, processes=2)
+    yield runner
+    runner.close()
+
+
+def test_a_thread_runner_stops_at_the_first_failure() -> None:
+    def handler(r: Record) -> str:
+        if r.offset == 3:
+            raise KeyError("three")
+        return f"r{r.offset}"
+
+    outcome = ThreadRunner(handler, keep_results=True).run(RECORDS, owned(0))
+    assert outcome.handled == 3
+    assert outcome.results == [b"r0", b"r1", b"r2"]
+    assert outcome.failure is not None and outcome.failure.exception == "builtins.KeyError"
+
+
+def test_a_thread_runner_stops_when_its_partition_is_revoked() -> None:
+    partition = owned(0)
+    seen: list[int] = []
+
+    def handler(r: Record) -> None:
+        seen.append(r.offset)
+        if r.offset == 1:
+            partition.transition(REVOKING)
+
+    outcome = ThreadRunner(handler, keep_results=False).run(RECORDS, partition)
+    assert (outcome.handled, outcome.failure, seen) == (2, None, [0, 1])
+
+
+def test_a_thread_runner_survives_a_handler_that_exits() -> None:
+    def handler(_r: Record) -> None:
+        raise SystemExit(3)
+
+    outcome = ThreadRunner(handler, keep_results=False).run(RECORDS, owned(0))
+    assert outcome.handled == 0 and outcome.failure is not None
+    assert outcome.failure.exception == "builtins.SystemExit"
+
+
+@pytest.mark.parametrize("process_runner", ["upper"], indirect=True)
+def test_process_workers_return_the_results(process_runner: ProcessRunner) -> None:
+    outcome = process_runner.run(RECORDS * 30, owned(0))
+    assert outcome.failure is None
+    assert outcome.results == [b"VALUE-%d" % r.offset for r in RECORDS] * 30
+
+
+@pytest.mark.parametrize("process_runner", ["fail_on_three"], indirect=True)
+def test_process_workers_report_a_failure_with_its_stack(process_runner: ProcessRunner) -> None:
+    outcome = process_runner.run(RECORDS, owned(0))
+    assert outcome.handled == 3 and outcome.results == [b"ok"] * 3
+    assert outcome.failure is not None
+    assert outcome.failure.message == "offset 3 is poison"
+    assert "fail_on_three" in outcome.failure.stacktrace
+
+
+@pytest.mark.parametrize("process_runner", ["die_on_three"], indirect=True)
+def test_a_dead_worker_process_fails_its_chunk_and_is_replaced(
+    process_runner: ProcessRunner,
+) -> None:
+    outcome = process_runner.run(RECORDS, owned(0))
+    assert outcome.handled == 0 and outcome.failure is not None
+    assert "BrokenProcessPool" in outcome.failure.exception
+    survivors = process_runner.run(RECORDS[:3], owned(0))
+    assert (survivors.handled, survivors.failure) == (3, None)
