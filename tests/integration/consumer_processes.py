@@ -32,7 +32,7 @@ class ConsumerProcess:
         env: dict[str, str] | None = None,
         cwd: Path | None = None,
     ) -> None:
-        self.command = [sys.executable, "-m", "weir.cli.main", "-v", "consumer", "run", handler,
+        self.command = [sys.executable, "-m", "weir.cli.main", "consumer", "run", handler,
                         "--topic", topic, "--group", group, "--bootstrap-server", bootstrap,
                         "--metrics-port", "0", *options]  # fmt: skip
         self.env = {**os.environ, **(env or {})}
@@ -47,12 +47,14 @@ class ConsumerProcess:
         return self.process.pid
 
     def start(self, timeout_s: float = 60) -> ConsumerProcess:
+        """Start (or start again) and wait for the ready line this start prints."""
         with open(self.log_path, "ab") as log:
+            started_at = log.tell()
             self.process = subprocess.Popen(
                 self.command, stdout=log, stderr=subprocess.STDOUT, env=self.env, cwd=self.cwd
             )
         deadline = time.monotonic() + timeout_s
-        while not (ready := READY.search(self.logs())):
+        while not (ready := READY.search(self.logs(since=started_at))):
             if self.process.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"consumer did not start:\n{self.logs()}")
             time.sleep(0.02)
@@ -101,5 +103,8 @@ class ConsumerProcess:
         self.process.wait(30)
         self.process = None
 
-    def logs(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+    def logs(self, since: int = 0) -> str:
+        """The log from byte `since` on."""
+        if not self.log_path.exists():
+            return ""
+        return self.log_path.read_bytes()[since:].decode(errors="replace")

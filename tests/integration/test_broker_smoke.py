@@ -16,8 +16,9 @@ def test_a_restarted_broker_serves_what_it_acknowledged(broker: BrokerProcess) -
     assert (broker.data_dir / "smoke-0" / "00000000000000000000.index").stat().st_size == 0
     broker.start()
     assert "dropped" not in broker.logs()
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "unused",
-                         "enable.auto.commit": False})
+    consumer = Consumer(
+        {"bootstrap.servers": broker.bootstrap, "group.id": "unused", "enable.auto.commit": False}
+    )
     consumer.assign([TopicPartition("smoke", 0, 0)])
     values = []
     while len(values) < 100:

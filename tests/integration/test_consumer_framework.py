@@ -134,10 +134,15 @@ def committed_at(
     return lambda: committed_offsets(bootstrap, group, topic, len(ends)) == ends
 
 
-def wait_until(what: str, condition: Callable[[], bool], timeout_s: float = TIMEOUT_S) -> None:
+def wait_until(
+    what: str,
+    condition: Callable[[], bool],
+    timeout_s: float = TIMEOUT_S,
+    explain: Callable[[], str] = str,
+) -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():
-        assert time.monotonic() < deadline, f"{what} not reached in {timeout_s}s"
+        assert time.monotonic() < deadline, f"{what} not reached in {timeout_s}s{explain()}"
         time.sleep(0.2)
 
 
@@ -154,8 +159,9 @@ def framework(tmp_path: Path) -> Iterator[Framework]:
              **env: str) -> ConsumerProcess:  # fmt: skip
         out = tmp_path / f"out-{group}"
         out.mkdir(exist_ok=True)
+        log = tmp_path / f"{group}-{len(made)}.log"
         process = ConsumerProcess(
-            bootstrap, f"{HANDLERS}:{handler}", topic, group, tmp_path / f"{group}.log",
+            bootstrap, f"{HANDLERS}:{handler}", topic, group, log,
             *options, env={"WEIR_TEST_OUT": str(out), **env},
         )  # fmt: skip
         made.append(process)
@@ -697,10 +703,30 @@ def test_kill_9_at_random_moments(
         produced = producer.stop()
     ends = end_offsets(shared.bootstrap, topic, KILL_PARTITIONS)
     assert sum(ends.values()) == len(produced)
+
+    def explain() -> str:
+        stored = sink_offsets_of(sink, group, topic, KILL_PARTITIONS) if sink else {}
+        kafka = committed_offsets(shared.bootstrap, group, topic, KILL_PARTITIONS)
+        metrics = [
+            {
+                k.removeprefix("weir_consumer_"): v
+                for k, v in i.metrics().items()
+                if "_created" not in k
+            }
+            for i in instances
+        ]
+        return f"\nends {ends}\nsink {stored}\nkafka {kafka}\n" + "\n".join(map(str, metrics))
+
     if sink:
-        wait_until("the sink's offsets at the end", sink_at(sink, group, topic, ends))
+        wait_until(
+            "the sink's offsets at the end", sink_at(sink, group, topic, ends), explain=explain
+        )
     else:
-        wait_until("everything committed", committed_at(shared.bootstrap, group, topic, ends))
+        wait_until(
+            "everything committed",
+            committed_at(shared.bootstrap, group, topic, ends),
+            explain=explain,
+        )
     assert [instance.stop() for instance in instances] == [0] * KILL_INSTANCES
     if sink:
         assert sink_rows(sink, f"kill_{mode}") == sorted(

@@ -57,8 +57,8 @@ class LogConsumer:
         sink_factory: SinkFactory | None = None,
         clock: Clock | None = None,
     ) -> None:
-        if settings.delivery is Delivery.EXACTLY_ONCE and sink_factory is None:
-            raise ValueError("exactly-once delivery needs a transactional sink")
+        if (settings.delivery is Delivery.EXACTLY_ONCE) != (sink_factory is not None):
+            raise ValueError("a transactional sink goes with exactly-once delivery, and only")
         self.settings = settings
         self._sink_factory = sink_factory
         self._clock = clock or SystemClock()

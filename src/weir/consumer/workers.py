@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import pickle
 import threading
 import time
 from collections.abc import Sequence
@@ -111,6 +112,12 @@ class ProcessRunner:
     record (retries then find the one that kills it) and the pool is replaced."""
 
     def __init__(self, handler: Handler | str, keep_results: bool, processes: int) -> None:
+        try:
+            pickle.dumps(handler)
+        except (pickle.PicklingError, AttributeError, TypeError) as exc:
+            raise ValueError(
+                f"process workers need MODULE:FUNCTION or a module-level function: {exc}"
+            ) from exc
         self._start_args = (handler, keep_results)
         self._processes = processes
         self._lock = threading.Lock()

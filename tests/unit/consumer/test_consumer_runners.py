@@ -82,3 +82,8 @@ def test_a_dead_worker_process_fails_its_chunk_and_is_replaced(
     assert "BrokenProcessPool" in outcome.failure.exception
     survivors = process_runner.run(RECORDS[:3], owned(0))
     assert (survivors.handled, survivors.failure) == (3, None)
+
+
+def test_process_workers_refuse_a_handler_they_cannot_import() -> None:
+    with pytest.raises(ValueError, match="MODULE:FUNCTION or a module-level function"):
+        ProcessRunner(lambda record: None, keep_results=False, processes=1)
