@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -79,9 +80,12 @@ class ConsumerProcess:
         assert kilobytes is not None, status
         return int(kilobytes.group(1)) * 1024
 
-    def wait_for(self, condition: str, predicate: object, timeout_s: float = 60) -> None:
+    def wait_for(
+        self, condition: str, predicate: Callable[[], object], timeout_s: float = 60
+    ) -> None:
+        """Wait for `predicate`, failing early if the process exits."""
         deadline = time.monotonic() + timeout_s
-        while not predicate():  # type: ignore[operator]
+        while not predicate():
             if time.monotonic() > deadline:
                 raise AssertionError(f"{condition} not reached in {timeout_s}s:\n{self.logs()}")
             self.check_alive()

@@ -45,8 +45,11 @@ from weir.consumer import (
 from weir.consumer.sinks import sink_factory
 
 TIMEOUT_S = 60
-BROKER_CONFIG = {"group.initial.rebalance.delay.ms": 0, "group.min.session.timeout.ms": 1000,
-                 "num.partitions": 1}  # fmt: skip
+BROKER_CONFIG: dict[str, object] = {
+    "group.initial.rebalance.delay.ms": 0,
+    "group.min.session.timeout.ms": 1000,
+    "num.partitions": 1,
+}
 #: Fast failure detection, so that rounds of kill -9 do not wait on dead members for long.
 FAST_GROUP = ("--config", "session.timeout.ms=2000", "--config", "heartbeat.interval.ms=200")
 
@@ -501,6 +504,36 @@ def test_revoked_work_finishes_or_is_abandoned_uncommitted(shared: BrokerProcess
     assert {where: n for where, n in handled.items() if n != 1} == {hung: 2}
 
 
+def ignore(_record: Record) -> None:
+    pass
+
+
+def test_partitions_paused_by_back_pressure_are_fetched_again_after_a_rebalance(
+    shared: BrokerProcess,
+) -> None:
+    """librdkafka keeps a partition paused across its revocation and reassignment; the
+    framework must not leave the partitions its back-pressure paused stuck that way."""
+    topic, group, partitions = "repaused", "repaused-group", 4
+    create_topic(shared.bootstrap, topic, partitions)
+    produce(shared.bootstrap, topic, [b"r%d" % n for n in range(2000)], partitions)
+    gate = threading.Event()
+    tight = settings(shared.bootstrap, topic, group, workers=1, max_buffered_records=40,
+                     revocation_timeout_ms=500)  # fmt: skip
+    first = Running(LogConsumer(tight, lambda _record: gate.wait(TIMEOUT_S)))
+    try:
+        stats = first.consumer.snapshot().fetchers[0]
+        wait_until("every partition paused", lambda: stats.paused_partitions == partitions)
+        second = Running(LogConsumer(settings(shared.bootstrap, topic, group), ignore))
+        wait_until("a rebalance", lambda: stats.rebalances > 1)
+        second.stop()  # the first consumer owns every partition again, and its handler
+        gate.set()  # no longer waits
+        ends = end_offsets(shared.bootstrap, topic, partitions)
+        wait_until("everything committed", committed_at(shared.bootstrap, group, topic, ends))
+    finally:
+        gate.set()
+        first.stop()
+
+
 @pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])
 def test_two_fetcher_threads_share_the_partitions(shared: BrokerProcess, strategy: str) -> None:
     """Each fetcher thread is a group member of its own; with the cooperative protocol a
@@ -585,6 +618,26 @@ def test_a_sink_commits_results_with_their_offsets_or_not_at_all(
     finally:
         sink.close()
     assert sink_rows(sink_url, table) == [tuple(row) for row in rows_for(range(6))]
+
+
+def test_the_postgresql_sink_reconnects_after_losing_its_connection(
+    postgres: PostgresServer,
+) -> None:
+    import psycopg
+
+    sink = sink_factory(postgres.url, "reconnect")()
+    try:
+        with psycopg.connect(postgres.url, autocommit=True) as admin:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE pid <> pg_backend_pid() AND datname = 'postgres'"
+            )
+        sink.begin()  # the old connection is gone; this one is new
+        sink.write(rows_for(range(2)))
+        sink.commit("reconnect", {("e", 0): OffsetAdvance(None, 2)})
+        assert sink.read_offsets("reconnect", [("e", 0)]) == {("e", 0): 2}
+    finally:
+        sink.close()
 
 
 def test_exactly_once_through_the_command_line(

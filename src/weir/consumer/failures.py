@@ -4,7 +4,9 @@ Owns `RetryPolicy` (how often and how long to wait), `HandlerFailure` (an error 
 crosses process boundaries) and `DeadLetterPublisher`, which copies a record to its dead-letter
 topic with the error in headers and returns only once the broker acknowledged it, so the record
 may then be committed. A poison record therefore costs its partition at most the retries'
-backoff, never its progress.
+backoff, never its progress. The dead-letter topic itself is at-least-once: under exactly-once
+delivery a record is dead-lettered before its offset is committed with the sink, so a crash in
+between dead-letters it again.
 """
 
 from __future__ import annotations

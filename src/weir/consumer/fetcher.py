@@ -227,14 +227,17 @@ class Fetcher:
         if decision.pause and self._drains_soon():
             decision = self._decide()
         if decision.pause:
+            log.debug("pausing %s (saturated: %s)", decision.pause, decision.saturated)
             self._consumer.pause([KafkaTopicPartition(t, p) for t, p in decision.pause])
             self.stats.pauses += len(decision.pause)
         if decision.resume:
+            log.debug("resuming %s", decision.resume)
             resumed = [KafkaTopicPartition(t, p) for t, p in decision.resume]
             self._consumer.resume(resumed)
             self._wake_broker_threads(resumed)
         self._pressure.record(decision, self._owned)
         self.stats.paused_partitions = len(self._pressure.paused)
+        self.stats.results_pending = self._pending_results()
         if decision.saturated != (self.state is PAUSED):
             self._transition(PAUSED if decision.saturated else FETCHING)
 
@@ -289,10 +292,21 @@ class Fetcher:
             consumer.incremental_assign(partitions)
         else:
             consumer.assign(partitions)
-        if start_paused := self._pressure.assigned(keys):
-            consumer.pause([KafkaTopicPartition(t, p) for t, p in start_paused])
+        self._pause_as_decided(consumer, partitions, self._pressure.assigned(keys))
         self._publish_partitions()
         log.info("assigned %s", sorted(keys))
+
+    @staticmethod
+    def _pause_as_decided(
+        consumer: Consumer, partitions: list[KafkaTopicPartition], paused: list[tuple[str, int]]
+    ) -> None:
+        """librdkafka keeps a partition paused across its revocation and a later assignment
+        (our back-pressure forgets it when it is revoked), so every newly assigned partition
+        is explicitly paused or resumed."""
+        pause = set(paused)
+        log.debug("assigned partitions starting paused: %s", sorted(pause))
+        consumer.pause([tp for tp in partitions if (tp.topic, tp.partition) in pause])
+        consumer.resume([tp for tp in partitions if (tp.topic, tp.partition) not in pause])
 
     def _on_revoke(self, consumer: Consumer, partitions: list[KafkaTopicPartition]) -> None:
         self._release(self._take_owned(partitions))

@@ -45,6 +45,7 @@ class FetcherStats:
     fetched: int = 0
     buffered_peak: int = 0  # the most records ever buffered (queued or running) at once
     paused_partitions: int = 0
+    results_pending: int = 0  # exactly-once results waiting for their commit
     pauses: int = 0  # partitions paused by back-pressure, over time
     rebalances: int = 0  # assignments received
     commits: int = 0
@@ -110,6 +111,8 @@ class ConsumerCollector:
     def _queue_gauges(self, snap: Snapshot) -> Iterator[Metric]:
         yield _gauge("queue_depth", "Records waiting for a worker", snap.queued)
         yield _gauge("buffered_records", "Records fetched and not finished", snap.buffered)
+        pending = sum(f.results_pending for f in snap.fetchers)
+        yield _gauge("results_pending", "Exactly-once results awaiting their commit", pending)
         yield _gauge("buffered_records_limit", "Bound on buffered records", snap.max_buffered)
         peak = max((f.buffered_peak for f in snap.fetchers), default=0)
         yield _gauge("buffered_records_peak", "Most buffered records seen at once", peak)

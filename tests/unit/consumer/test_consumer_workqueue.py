@@ -13,14 +13,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from weir.consumer.partition import OwnedPartition
-from weir.consumer.record import ConsumedRecord
+from weir.consumer.record import Record
 from weir.consumer.settings import Ordering
 from weir.consumer.workqueue import Run, WorkQueue
 
 KEYS = [b"a", b"b", b"c", None]
 
 
-def lane_of(ordering: Ordering, r: ConsumedRecord) -> object | None:
+def lane_of(ordering: Ordering, r: Record) -> object | None:
     """The lane a record belongs to when its lane is exclusive, else None."""
     if ordering is Ordering.PARTITION:
         return r.partition

@@ -11,6 +11,7 @@ lock, since CREATE TABLE IF NOT EXISTS races between sessions.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import psycopg
 from psycopg import pq
@@ -33,8 +34,22 @@ class PostgresSink:
 
     def __init__(self, conninfo: str, table: str = DEFAULT_RESULTS_TABLE) -> None:
         self._table = check_table_name(table)
+        self._conninfo = conninfo
         self._db = psycopg.connect(conninfo, autocommit=True)
         self._create_tables()
+
+    def _execute_again_if_lost(self, query: str, params: tuple[object, ...] = ()) -> Any:
+        """Run a statement that is safe to repeat (BEGIN, a read), on a new connection if the
+        old one turns out to be lost (a server restart, a network cut): whatever transaction
+        it had is gone, and the framework retries from its own state."""
+        try:
+            return self._db.execute(query, params)
+        except psycopg.OperationalError:
+            if not (self._db.closed or self._db.broken):
+                raise
+        self._db.close()
+        self._db = psycopg.connect(self._conninfo, autocommit=True)
+        return self._db.execute(query, params)
 
     def _create_tables(self) -> None:
         with self._db.transaction():
@@ -53,7 +68,7 @@ class PostgresSink:
     def read_offsets(
         self, group: str, partitions: Sequence[TopicPartition]
     ) -> dict[TopicPartition, int]:
-        rows = self._db.execute(
+        rows = self._execute_again_if_lost(
             f'SELECT topic, "partition", next_offset FROM {OFFSETS_TABLE} WHERE group_id = %s',
             (group,),
         ).fetchall()
@@ -61,7 +76,7 @@ class PostgresSink:
         return {(t, p): offset for t, p, offset in rows if (t, p) in wanted}
 
     def begin(self) -> None:
-        self._db.execute("BEGIN")
+        self._execute_again_if_lost("BEGIN")
 
     def write(self, rows: Sequence[ResultRow]) -> None:
         if rows:
@@ -91,7 +106,7 @@ class PostgresSink:
         return cursor.rowcount == 1
 
     def rollback(self) -> None:
-        if self._db.info.transaction_status != pq.TransactionStatus.IDLE:
+        if not self._db.broken and self._db.info.transaction_status != pq.TransactionStatus.IDLE:
             self._db.execute("ROLLBACK")
 
     def close(self) -> None:
