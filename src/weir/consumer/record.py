@@ -11,7 +11,6 @@ offsets or commits.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import partial
 from operator import itemgetter
 from typing import Any, NamedTuple, Protocol
 
@@ -94,11 +93,9 @@ class MessageRecord(tuple[Any, int, int]):
         return f"MessageRecord({self.topic}-{self.partition}@{self.offset}, key={self.key!r})"
 
 
-_new_message_record = partial(tuple.__new__, MessageRecord)
-
-
 def message_records(
     messages: Sequence[Any], partitions: Sequence[int], offsets: Sequence[int]
 ) -> list[MessageRecord]:
-    """Views over fetched Messages (without errors), with their partitions and offsets."""
-    return list(map(_new_message_record, zip(messages, partitions, offsets, strict=True)))
+    """Views over fetched Messages (without errors), with their partitions and offsets (all
+    three read off the same messages, so of one length)."""
+    return list(map(MessageRecord, zip(messages, partitions, offsets)))  # noqa: B905

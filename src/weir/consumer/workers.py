@@ -4,10 +4,10 @@ Owns `WorkerPool` and the two ways to run a handler: `ThreadRunner` calls it in 
 thread; `ProcessRunner` sends the records to a child process (spawned, so librdkafka's threads
 are never forked) for CPU-bound handlers. A worker hands its run to the runner a chunk at a
 time and finishes each chunk's records as soon as it is through. A runner handles records in
-order and stops at the first failure, or as soon as the partition stops being ACTIVE: records
-after that are neither handled nor finished, so they are never committed. The worker then
-retries the failed record with backoff and, once the retries are spent, sends it to the
-dead-letter topic.
+order and stops at the first failure; the worker then retries the failed record with backoff
+and, once the retries are spent, sends it to the dead-letter topic. A chunk of a partition that
+is no longer ACTIVE is not run at all, and records not handled are not finished, so they are
+never committed.
 """
 
 from __future__ import annotations
@@ -17,9 +17,11 @@ import multiprocessing
 import pickle
 import threading
 import time
+from collections import deque
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from operator import length_hint
 from typing import NamedTuple, Protocol
 
 from weir.consumer.failures import (
@@ -58,25 +60,27 @@ def handle_records(
     keep_results: bool,
     partition: OwnedPartition | None = None,
 ) -> Outcome:
-    """Run `handler` over `records` in order until one fails or `partition` is not ACTIVE."""
-    results: list[bytes | None] = []
-    handled = 0
-    try:
-        if keep_results:
+    """Run `handler` over `records` in order until one fails. Nothing runs when `partition` is
+    no longer ACTIVE; workers hand over small chunks (see `WorkerPool._handle`), so a revoked
+    partition stops within one chunk's time."""
+    if partition is not None and partition.state is not ACTIVE:
+        return Outcome(0, [], None)
+    if keep_results:
+        results: list[bytes | None] = []
+        try:
             for record in records:
-                if partition is not None and partition.state is not ACTIVE:
-                    break
                 results.append(encode_result(handler(record)))
-                handled += 1
-        else:
-            for record in records:
-                if partition is not None and partition.state is not ACTIVE:
-                    break
-                handler(record)
-                handled += 1
-    except BaseException as exc:  # a handler's SystemExit must not end its worker either
-        return Outcome(handled, results, HandlerFailure.from_exception(exc))
-    return Outcome(handled, results, None)
+        except BaseException as exc:  # a handler's SystemExit must not end its worker either
+            return Outcome(len(results), results, HandlerFailure.from_exception(exc))
+        return Outcome(len(results), results, None)
+    remaining = iter(records)
+    try:
+        deque(map(handler, remaining), maxlen=0)  # the loop runs in C
+    except BaseException as exc:
+        # the failed record was taken from `remaining`: those before it were handled
+        handled = len(records) - length_hint(remaining) - 1
+        return Outcome(handled, [], HandlerFailure.from_exception(exc))
+    return Outcome(len(records), [], None)
 
 
 class ThreadRunner:

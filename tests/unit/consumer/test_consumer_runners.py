@@ -35,17 +35,25 @@ def test_a_thread_runner_stops_at_the_first_failure() -> None:
     assert outcome.failure is not None and outcome.failure.exception == "builtins.KeyError"
 
 
-def test_a_thread_runner_stops_when_its_partition_is_revoked() -> None:
+def test_a_thread_runner_runs_nothing_for_a_revoked_partition() -> None:
     partition = owned(0)
     seen: list[int] = []
+    runner = ThreadRunner(lambda r: seen.append(r.offset), keep_results=False)
+    assert runner.run(RECORDS[:2], partition) == (2, [], None)
+    partition.transition(REVOKING)
+    assert runner.run(RECORDS[2:], partition) == (0, [], None)
+    assert seen == [0, 1]
 
+
+def test_a_thread_runner_counts_what_it_handled_before_a_failure() -> None:
     def handler(r: Record) -> None:
-        seen.append(r.offset)
-        if r.offset == 1:
-            partition.transition(REVOKING)
+        if r.offset == 2:
+            raise ValueError("bad record")
 
-    outcome = ThreadRunner(handler, keep_results=False).run(RECORDS, partition)
-    assert (outcome.handled, outcome.failure, seen) == (2, None, [0, 1])
+    for keep_results in (False, True):
+        outcome = ThreadRunner(handler, keep_results).run(RECORDS, owned(0))
+        assert outcome.handled == 2 and outcome.failure is not None
+        assert outcome.failure.exception == "builtins.ValueError"
 
 
 def test_a_thread_runner_survives_a_handler_that_exits() -> None:
