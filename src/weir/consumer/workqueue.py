@@ -9,7 +9,8 @@ its records are handled one after the other; an unordered lane is split among wo
 
 The queue does not block producers: it counts what is buffered (queued plus running); the
 fetcher waits for room, and pauses its partitions when none comes (see fetcher.py).
-Thread-safety: all state is guarded by one lock; `buffered` may be read without it.
+Thread-safety: all state is guarded by one lock; `buffered` and `finished` may be read
+without it.
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ class WorkQueue:
         self._ready: deque[Lane] = deque()
         self._queued = 0
         self._running = 0
+        self.finished = 0  # records done since the queue was made (a pace for the fetcher)
         self._closed = False
 
     @property
@@ -157,6 +159,7 @@ class WorkQueue:
         lane, count = run.lane, len(run.records)
         with self._lock:
             self._running -= count
+            self.finished += count
             lane.partition.running -= count
             if lane.exclusive:
                 lane.busy = False
