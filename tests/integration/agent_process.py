@@ -2,21 +2,28 @@
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+
+from weir.agent.client import AgentClient
 
 
 class AgentProcess:
     """One agent child; `kill()` is kill -9, `start()` again reuses the spool directory."""
 
-    def __init__(self, directory: Path, bootstrap: str, config: str = "") -> None:
+    def __init__(
+        self, directory: Path, bootstrap: str, config: str = "", args: tuple[str, ...] = ()
+    ) -> None:
         self.directory = directory
+        self.args = args
         self.socket = directory / "agent.sock"
         self.bootstrap = bootstrap
         self.config = directory / "agent.toml"
@@ -30,7 +37,8 @@ class AgentProcess:
         command = [sys.executable, "-m", "weir.cli.main", "agent", "start",
                    "--config", str(self.config), "--socket", str(self.socket),
                    "--spool", str(self.directory / "spool"),
-                   "--bootstrap-server", self.bootstrap, "--ready-file", str(ready)]  # fmt: skip
+                   "--bootstrap-server", self.bootstrap, "--ready-file", str(ready),
+                   *self.args]  # fmt: skip
         log = open(self.directory / "agent.log", "ab")  # noqa: SIM115 - the child owns it
         self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
         log.close()
@@ -49,6 +57,15 @@ class AgentProcess:
     def kill(self) -> None:
         self.stop(signal.SIGKILL)
 
+    def status(self) -> dict[str, Any]:
+        with AgentClient(self.socket) as client:
+            return client.status()
+
+    def metrics_url(self) -> str:
+        """The last metrics address the agent printed (it prints one per start)."""
+        log = (self.directory / "agent.log").read_text()
+        return re.findall(r"weir agent metrics on (\S+)", log)[-1]
+
 
 def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -56,17 +73,28 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
 
 
 def read_topic(
-    bootstrap: str, topic: str, partitions: int, expected: int, timeout: float = 60
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    expected: int,
+    timeout: float = 60,
+    *,
+    distinct: bool = False,
 ) -> list[tuple[int, bytes | None, bytes]]:
-    """(partition, key, value) of every record, in offset order per partition."""
+    """(partition, key, value) of every record, in offset order per partition.
+
+    Reads until `expected` records arrived (`distinct`: records with different values).
+    """
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "agent-test",
                          "enable.auto.commit": False})  # fmt: skip
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
     records: list[tuple[int, bytes | None, bytes]] = []
+    values: set[bytes] = set()
     deadline = time.monotonic() + timeout
-    while len(records) < expected and time.monotonic() < deadline:
+    while (len(values) if distinct else len(records)) < expected and time.monotonic() < deadline:
         for message in consumer.consume(10_000, 0.5):
             if message.error() is None:
                 records.append((message.partition(), message.key(), message.value()))
+                values.add(message.value())
     consumer.close()
     return records

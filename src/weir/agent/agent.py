@@ -2,7 +2,10 @@
 
 `Agent.send` returns once the event is stored per its topic's durability class ("safely stored;
 it will reach Kafka"); callers never wait for the cluster. Errors a caller can see are `SendError`
-with a short machine-readable `code`. The agent never imports the broker: it is a client.
+with a short machine-readable `code`. Besides callers (in process, or through the socket server),
+the agent tails the files of its configured inputs (`weir.agent.tail`) and serves Prometheus
+metrics when given a port (`weir.agent.metrics`). The agent never imports the broker: it is a
+client.
 """
 
 from __future__ import annotations
@@ -16,10 +19,13 @@ from typing import Any
 from weir.agent.config import AgentConfig
 from weir.agent.event import Event, Headers, encode_event
 from weir.agent.link import KafkaLink
+from weir.agent.memory import SpillingQueue
+from weir.agent.metrics import serve_metrics
 from weir.agent.partitioner import StickyPartitioner, partition_for_key
-from weir.agent.queue import Durability, PartitionQueue, QueueFullError
+from weir.agent.queue import DiskQueue, Durability, PartitionQueue, QueueFullError
 from weir.agent.registry import MetadataUnavailable, QueueRegistry, UnknownTopicError
 from weir.agent.sender import Sender
+from weir.agent.tail import FileTailer
 from weir.clock import Clock, SystemClock
 
 
@@ -41,12 +47,35 @@ class QueueStatus:
     oldest_age_ms: int
     sent: int
     dropped: int
+    spilled: int
     sender: str
     last_error: str | None
 
 
+class TopicCounts:
+    """Events offered, stored and refused per topic since the agent started. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.accepted: dict[str, int] = defaultdict(int)
+        self.stored: dict[str, int] = defaultdict(int)
+        self.rejected: dict[tuple[str, str], int] = defaultdict(int)
+
+    def add(self, topic: str, count: int, error: SendError | None) -> None:
+        with self._lock:
+            self.accepted[topic] += count
+            if error is None:
+                self.stored[topic] += count
+            else:
+                self.rejected[(topic, error.code)] += count
+
+    def snapshot(self) -> tuple[dict[str, int], dict[str, int], dict[tuple[str, str], int]]:
+        with self._lock:
+            return dict(self.accepted), dict(self.stored), dict(self.rejected)
+
+
 class Agent:
-    """Owns the registry of queues, one sender per queue, and the shared `KafkaLink`."""
+    """Owns the registry of queues, one sender per queue, the shared `KafkaLink` and the tailer."""
 
     def __init__(self, config: AgentConfig, *, clock: Clock | None = None) -> None:
         self.config = config
@@ -55,17 +84,25 @@ class Agent:
         self._sticky = StickyPartitioner()
         self._senders: dict[tuple[str, int], Sender] = {}
         self._stopping = threading.Event()
+        self.counts = TopicCounts()
         self.registry = QueueRegistry(
             config.spool,
             self._link.partition_count,
             clock=self._clock,
             queue_factory=self._make_queue,
             refresh_ms=config.metadata_refresh_ms,
+            also_scan=(config.shared_memory_directory(),),
         )
         self.registry.on_new_queue = self._start_sender
         self.registry.open_existing()
         self._background = threading.Thread(target=self._housekeeping, daemon=True)
         self._background.start()
+        self.tailer: FileTailer | None = None
+        if config.inputs:
+            self.tailer = self._start_tailer()
+        self.metrics_server = None
+        if config.metrics_port is not None:
+            self.metrics_server = serve_metrics(self, config.metrics_host, config.metrics_port)
 
     # -- accepting events -------------------------------------------------------------------
 
@@ -77,7 +114,14 @@ class Agent:
         headers: Headers | None = None,
     ) -> None:
         """Store one event durably per its topic's class; raises `SendError` if refused."""
-        error = self.send_many([self.event(topic, value, key, headers)])[0]
+        event = self.event(topic, value, key, headers)
+        try:
+            partition = self._partition(event)
+        except SendError as exc:
+            self.counts.add(topic, 1, exc)
+            raise
+        error = self._store(topic, partition, [event])
+        self.counts.add(topic, 1, error)
         if error is not None:
             raise error
 
@@ -100,8 +144,10 @@ class Agent:
                 by_queue[(event.topic, self._partition(event))].append(index)
             except SendError as exc:
                 results[index] = exc
+                self.counts.add(event.topic, 1, exc)
         for (topic, partition), indexes in by_queue.items():
             error = self._store(topic, partition, [events[i] for i in indexes])
+            self.counts.add(topic, len(indexes), error)
             for i in indexes:
                 results[i] = error
         return results
@@ -135,16 +181,44 @@ class Agent:
     # -- queues and senders -----------------------------------------------------------------
 
     def _make_queue(self, path: Path, topic: str, partition: int) -> PartitionQueue:
-        return PartitionQueue(
+        durability = self.config.durability(topic)
+        if durability in (Durability.MEMORY, Durability.SHM):
+            shm = self.config.shared_memory_directory() / topic / path.name
+            return SpillingQueue(
+                path,
+                topic=topic,
+                partition=partition,
+                durability=durability,
+                capacity=self.config.queue_bytes,
+                clock=self._clock,
+                reachable=lambda: self._link.reachable,
+                shm_path=shm if durability is Durability.SHM else None,
+            )
+        return DiskQueue(
             path,
             topic=topic,
             partition=partition,
-            durability=self.config.durability(topic),
+            durability=durability,
             capacity=self.config.queue_bytes,
             clock=self._clock,
             group_commit_ms=self.config.group_commit_ms,
             full_timeout_ms=self.config.full_timeout_ms,
         )
+
+    def _start_tailer(self) -> FileTailer:
+        tailer = FileTailer(
+            self.config.inputs,
+            spool=self.config.spool,
+            store=self.send_many,
+            make_event=self.event,
+            flush=self.flush,
+            clock=self._clock,
+            max_event_bytes=self.config.max_event_bytes,
+            poll_ms=self.config.tail_poll_ms,
+            close_renamed_ms=self.config.tail_close_renamed_ms,
+        )
+        tailer.start()
+        return tailer
 
     def _start_sender(self, queue: PartitionQueue) -> None:
         sender = Sender(queue, self._link, clock=self._clock)
@@ -156,7 +230,7 @@ class Agent:
         last_refresh = self._clock.monotonic_ms()
         while not self._stopping.wait(interval_s):
             for queue in self.registry.queues():
-                if queue.durability is Durability.LOGS:
+                if queue.durability is not Durability.EVENTS:
                     queue.flush()
             if self._clock.monotonic_ms() - last_refresh >= self.config.metadata_refresh_ms:
                 self.registry.refresh_all()
@@ -166,13 +240,27 @@ class Agent:
 
     # -- status and shutdown ----------------------------------------------------------------
 
+    @property
+    def cluster_reachable(self) -> bool:
+        return self._link.reachable
+
+    def flush(self) -> None:
+        """Make every queue's accepted events durable now (the `logs` interval, brought forward)."""
+        for queue in self.registry.queues():
+            queue.flush()
+
     def status(self) -> dict[str, Any]:
-        queues = [self._queue_status(q) for q in self.registry.queues()]
+        queues = self.queue_statuses()
+        tailed = self.tailer.positions() if self.tailer else []
         return {
             "cluster_reachable": self._link.reachable,
             "bootstrap_server": self.config.bootstrap_server,
             "queues": [asdict(q) for q in queues],
+            "tailed_files": [asdict(p) for p in tailed],
         }
+
+    def queue_statuses(self) -> list[QueueStatus]:
+        return [self._queue_status(q) for q in self.registry.queues()]
 
     def _queue_status(self, queue: PartitionQueue) -> QueueStatus:
         state = queue.state()
@@ -186,6 +274,7 @@ class Agent:
             oldest_age_ms=queue.oldest_age_ms() if state.depth else 0,
             sent=sender.sent if sender else 0,
             dropped=state.dropped,
+            spilled=queue.spilled,
             sender=sender.state.value if sender else "none",
             last_error=sender.last_error if sender else None,
         )
@@ -200,9 +289,17 @@ class Agent:
         return False
 
     def close(self) -> None:
+        if self.metrics_server is not None:
+            self.metrics_server.shutdown()
+            self.metrics_server.server_close()
+        if self.tailer is not None:
+            self.tailer.stop()
         self._stopping.set()
         self._background.join()
-        for sender in list(self._senders.values()):
+        senders = list(self._senders.values())
+        for sender in senders:
+            sender.request_stop()
+        for sender in senders:
             sender.stop()
         for queue in self.registry.queues():
             queue.close()

@@ -5,19 +5,31 @@ Example::
     bootstrap_server = "localhost:9092"
     spool = "/var/spool/weir-agent"
     socket = "/run/weir-agent.sock"
-    default_durability = "events"      # or "logs"
+    default_durability = "events"      # or "logs", "memory", "shm"
     queue_bytes = 67108864             # ring size of each topic-partition queue
     max_event_bytes = 1048576
     group_commit_ms = 0.5              # events: how long a flush leader waits for company
     flush_interval_ms = 1000           # logs: msync interval
     full_timeout_ms = 0                # events: how long a caller waits on a full queue
     metadata_refresh_ms = 30000
+    metrics_port = 9464                # Prometheus metrics on http://metrics_host:PORT/metrics
+    metrics_host = "0.0.0.0"
+    shm_dir = "/dev/shm/weir-agent"    # where `shm` queues live (default: one directory per spool)
+    tail_poll_ms = 200                 # how often tailed files are checked
+    tail_close_renamed_ms = 5000       # a rotated file idle this long is closed
     [topics.clicks]
     durability = "logs"
+
+    [[inputs]]                         # tail files into a topic (see weir.agent.tail)
+    paths = ["/var/log/app/*.log"]
+    topic = "app-logs"
+
+Tailed topics default to the `logs` class unless `[topics.<topic>]` names another.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tomllib
 from dataclasses import dataclass, field, fields, replace
@@ -25,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from weir.agent.queue import Durability
+from weir.agent.tail import TailInput, parse_inputs
 
 DEFAULT_SOCKET = "/tmp/weir-agent.sock"
 
@@ -45,9 +58,26 @@ class AgentConfig:
     full_timeout_ms: int = 0
     metadata_refresh_ms: int = 30_000
     producer: dict[str, Any] = field(default_factory=dict)
+    metrics_port: int | None = None
+    metrics_host: str = "0.0.0.0"
+    shm_dir: Path | None = None
+    inputs: tuple[TailInput, ...] = ()
+    tail_poll_ms: int = 200
+    tail_close_renamed_ms: int = 5000
 
     def durability(self, topic: str) -> Durability:
-        return self.topic_durability.get(topic, self.default_durability)
+        if topic in self.topic_durability:
+            return self.topic_durability[topic]
+        if any(source.topic == topic for source in self.inputs):
+            return Durability.LOGS
+        return self.default_durability
+
+    def shared_memory_directory(self) -> Path:
+        """Where `shm` queues live: `shm_dir`, or a directory of /dev/shm named after the spool."""
+        if self.shm_dir is not None:
+            return self.shm_dir
+        digest = hashlib.sha1(str(self.spool.resolve()).encode()).hexdigest()[:16]
+        return Path("/dev/shm") / f"weir-agent-{digest}"
 
     def with_overrides(self, **overrides: Any) -> AgentConfig:
         return replace(self, **{k: v for k, v in overrides.items() if v is not None})
@@ -58,14 +88,15 @@ def load_config(path: Path | None) -> AgentConfig:
         return AgentConfig()
     raw = tomllib.loads(path.read_text())
     topics = raw.pop("topics", {})
+    inputs = parse_inputs(raw.pop("inputs", []))
     known = {f.name for f in fields(AgentConfig)}
     unknown = set(raw) - known
     if unknown:
         raise ValueError(f"unknown agent settings: {', '.join(sorted(unknown))}")
-    for name in ("spool", "socket"):
+    for name in ("spool", "socket", "shm_dir"):
         if name in raw:
             raw[name] = Path(raw[name])
     if "default_durability" in raw:
         raw["default_durability"] = Durability(raw["default_durability"])
     durabilities = {t: Durability(s["durability"]) for t, s in topics.items()}
-    return AgentConfig(topic_durability=durabilities, **raw)
+    return AgentConfig(topic_durability=durabilities, inputs=inputs, **raw)

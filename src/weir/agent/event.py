@@ -37,7 +37,17 @@ def _optional_bytes(data: bytes | None) -> bytes:
     return _I32.pack(len(data)) + data
 
 
+_HEAD = struct.Struct(">qi")
+_NO_HEADERS = _U16.pack(0)
+
+
 def encode_event(event: Event) -> bytes:
+    if not event.headers:
+        key, value = event.key, event.value
+        head = _HEAD.pack(event.timestamp_ms, -1 if key is None else len(key))
+        if key is not None:
+            head += key
+        return head + _optional_bytes(value) + _NO_HEADERS
     parts = [_I64.pack(event.timestamp_ms), _optional_bytes(event.key)]
     parts.append(_optional_bytes(event.value))
     parts.append(_U16.pack(len(event.headers)))

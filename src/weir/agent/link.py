@@ -4,6 +4,8 @@ librdkafka keeps a connection per broker and routes each partition to its leader
 leader changes; `KafkaLink` adds what the senders need on top: a blocking `deliver` that returns
 only when every record of a batch was acknowledged (or says why not), metadata look-ups that
 separate "no such topic" from "cluster unreachable", and a producer replaced after a fatal error.
+`reachable` turns false as soon as librdkafka reports every broker down (or a metadata request or
+delivery fails for want of a connection) and true again on the next answer from the cluster.
 Third-party exceptions are translated here, once.
 """
 
@@ -23,6 +25,7 @@ from weir.agent.registry import MetadataUnavailable, UnknownTopicError
 log = logging.getLogger(__name__)
 
 METADATA_TIMEOUT_S = 5.0
+ABANDON_GRACE_S = 5.0
 _LEADER_WAIT_ROUNDS = 10
 
 
@@ -57,6 +60,7 @@ class KafkaLink:
             "message.timeout.ms": 30_000,
             "allow.auto.create.topics": True,
             "queue.buffering.max.messages": 1_000_000,
+            "error_cb": self._on_error,
         }
         self._config.update(settings or {})
         self._lock = threading.Lock()
@@ -66,14 +70,29 @@ class KafkaLink:
         self._poller = threading.Thread(target=self._poll_loop, name="weir-agent-poll", daemon=True)
         self._poller.start()
 
-    def deliver(self, events: list[Event], partition: int, timeout_s: float) -> None:
-        """Produce `events` to one partition and wait for every acknowledgement."""
+    def deliver(
+        self,
+        events: list[Event],
+        partition: int,
+        timeout_s: float,
+        abandon: threading.Event | None = None,
+    ) -> None:
+        """Produce `events` to one partition and wait for every acknowledgement.
+
+        Once `abandon` is set (the agent is stopping), acknowledgements still in flight get
+        `ABANDON_GRACE_S` to arrive; after that the wait ends with `DeliveryFailed`.
+        """
         pending = _Pending(remaining=len(events), done=threading.Event())
         producer = self._producer
         for event in events:
             self._produce(producer, event, partition, pending)
-        if not pending.done.wait(timeout_s):
-            raise DeliveryFailed(f"no acknowledgement within {timeout_s:.0f}s")
+        deadline = time.monotonic() + timeout_s
+        while not pending.done.wait(0.1):
+            if abandon is not None and abandon.is_set():
+                deadline = min(deadline, time.monotonic() + ABANDON_GRACE_S)
+                abandon = None
+            if time.monotonic() > deadline:
+                raise DeliveryFailed(f"no acknowledgement within {timeout_s:.0f}s")
         if pending.error is not None:
             self._check_fatal(producer, pending.error)
             raise DeliveryFailed(pending.error.str())
@@ -125,6 +144,10 @@ class KafkaLink:
             self.reachable = False
         return self.reachable
 
+    def _on_error(self, error: KafkaError) -> None:
+        if error.code() == KafkaError._ALL_BROKERS_DOWN:
+            self.reachable = False
+
     def _check_fatal(self, producer: Producer, error: KafkaError) -> None:
         self.reachable = error.code() not in (KafkaError._MSG_TIMED_OUT, KafkaError._TRANSPORT)
         if error.fatal():
@@ -138,6 +161,8 @@ class KafkaLink:
             self._producer.poll(0.05)
 
     def close(self) -> None:
+        """Stop; records not yet acknowledged stay in the queues and are sent after a restart."""
         self._closed.set()
         self._poller.join()
-        self._producer.flush(5)
+        self._producer.purge()
+        self._producer.flush(1)

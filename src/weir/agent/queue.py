@@ -1,4 +1,7 @@
-"""One topic-partition's queue: a `DiskRing` plus the policy of its durability class.
+"""One topic-partition's queue: the policy of its durability class over a ring.
+
+`PartitionQueue` is what the registry, the senders and status see; `DiskQueue` holds the two disk
+classes below, `weir.agent.memory.SpillingQueue` the `memory` and `shm` classes.
 
 Durability classes:
 - `events`: an append returns only after an msync covered it. Concurrent callers share one msync
@@ -8,6 +11,9 @@ Durability classes:
 - `logs`: an append returns once the record is in the mapping (it survives kill -9 through the page
   cache); a flusher msyncs every `flush_interval_ms`. A full queue overwrites its oldest records and
   counts them in `dropped`.
+- `memory`, `shm`: an in-memory queue (process memory, or a ring file under /dev/shm that survives
+  a restart of the agent) that spills to disk while the cluster is unreachable; see
+  `weir.agent.memory`.
 
 Thread-safety: any thread may append; one sender thread peeks and acknowledges.
 """
@@ -25,6 +31,8 @@ from weir.clock import Clock
 class Durability(enum.Enum):
     EVENTS = "events"
     LOGS = "logs"
+    MEMORY = "memory"
+    SHM = "shm"
 
 
 class QueueFullError(Exception):
@@ -68,7 +76,70 @@ class GroupCommit:
 
 
 class PartitionQueue:
-    """The queue of one topic-partition with its durability class applied."""
+    """The queue of one topic-partition: what every durability class has in common."""
+
+    def __init__(self, *, topic: str, partition: int, durability: Durability, clock: Clock) -> None:
+        self.topic, self.partition, self.durability = topic, partition, durability
+        self._clock = clock
+        self._space = threading.Condition()
+        self._data = threading.Condition()
+        self._oldest_ms: int | None = None
+
+    def append(self, payloads: list[bytes]) -> None:
+        """Store the payloads per the durability class; raises `QueueFullError` if refused."""
+        raise NotImplementedError
+
+    def peek(self, max_records: int, max_bytes: int) -> RecordBatchView:
+        raise NotImplementedError
+
+    def _acknowledge(self, batch: RecordBatchView) -> None:
+        raise NotImplementedError
+
+    def state(self) -> RingState:
+        raise NotImplementedError
+
+    def flush(self) -> None:
+        """Make what was appended durable (no-op where the class keeps nothing on disk)."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def note_delivery(self, delivered: bool) -> None:
+        """The sender's last delivery succeeded or failed (the memory classes spill on failure)."""
+
+    @property
+    def spilled(self) -> int:
+        return 0
+
+    def _note_data(self) -> None:
+        if self._oldest_ms is not None:
+            # The sender saw data and will look again before it waits: acknowledge() resets
+            # this only after finding the queue empty, and appends write before they read it.
+            return
+        with self._data:
+            if self._oldest_ms is None:
+                self._oldest_ms = self._clock.milliseconds()
+            self._data.notify_all()
+
+    def wait_for_data(self, timeout_s: float) -> None:
+        with self._data:
+            if self.state().depth == 0:
+                self._data.wait(timeout_s)
+
+    def acknowledge(self, batch: RecordBatchView) -> None:
+        self._acknowledge(batch)
+        with self._data:
+            self._oldest_ms = None if self.state().depth == 0 else self._clock.milliseconds()
+        with self._space:
+            self._space.notify_all()
+
+    def oldest_age_ms(self) -> int:
+        oldest = self._oldest_ms
+        return 0 if oldest is None else max(0, self._clock.milliseconds() - oldest)
+
+
+class DiskQueue(PartitionQueue):
+    """An `events` or `logs` queue on a `DiskRing` in the spool directory."""
 
     def __init__(
         self,
@@ -82,17 +153,12 @@ class PartitionQueue:
         group_commit_ms: float = 0.5,
         full_timeout_ms: int = 0,
     ) -> None:
-        self.topic, self.partition, self.durability = topic, partition, durability
+        super().__init__(topic=topic, partition=partition, durability=durability, clock=clock)
         self.ring = DiskRing(path, capacity)
-        self._clock = clock
         self._commit = GroupCommit(self.ring, group_commit_ms)
         self._full_timeout_ms = full_timeout_ms
-        self._space = threading.Condition()
-        self._data = threading.Condition()
-        self._oldest_ms: int | None = None
 
     def append(self, payloads: list[bytes]) -> None:
-        """Store the payloads per the durability class; see the module docstring."""
         if self.durability is Durability.LOGS:
             self.ring.append(payloads, overwrite=True)
         else:
@@ -115,30 +181,11 @@ class PartitionQueue:
                 with self._space:
                     self._space.wait(min(remaining, 100) / 1000)
 
-    def _note_data(self) -> None:
-        with self._data:
-            if self._oldest_ms is None:
-                self._oldest_ms = self._clock.milliseconds()
-            self._data.notify_all()
-
-    def wait_for_data(self, timeout_s: float) -> None:
-        with self._data:
-            if self.ring.state().depth == 0:
-                self._data.wait(timeout_s)
-
     def peek(self, max_records: int, max_bytes: int) -> RecordBatchView:
         return self.ring.peek(max_records, max_bytes)
 
-    def acknowledge(self, batch: RecordBatchView) -> None:
+    def _acknowledge(self, batch: RecordBatchView) -> None:
         self.ring.acknowledge(batch)
-        with self._data:
-            self._oldest_ms = None if self.ring.state().depth == 0 else self._clock.milliseconds()
-        with self._space:
-            self._space.notify_all()
-
-    def oldest_age_ms(self) -> int:
-        oldest = self._oldest_ms
-        return 0 if oldest is None else max(0, self._clock.milliseconds() - oldest)
 
     def state(self) -> RingState:
         return self.ring.state()

@@ -3,7 +3,8 @@
 Partition counts come from the cluster through a Kafka metadata request, are cached, refreshed
 every `refresh_ms` (partition counts may grow) and persisted in `topics.json` in the spool
 directory, so an agent restarted while the cluster is down still knows where events go.
-Queues are created on demand and live in `<spool>/<topic>/<partition>.ring`.
+Queues are created on demand and live in `<spool>/<topic>/<partition>.ring` (the `shm` class
+keeps its memory ring in the same layout under its shared-memory directory).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from weir.durable import write_atomically
 
 TOPICS_FILE = "topics.json"
 RING_SUFFIX = ".ring"
+QUEUE_FILE_SUFFIXES = (RING_SUFFIX, ".held")
 
 MetadataFetcher = Callable[[str], int]
 """Returns the partition count of a topic; raises UnknownTopicError or MetadataUnavailable."""
@@ -43,8 +45,10 @@ class QueueRegistry:
         clock: Clock,
         queue_factory: Callable[[Path, str, int], PartitionQueue],
         refresh_ms: int = 30_000,
+        also_scan: tuple[Path, ...] = (),
     ) -> None:
         self._spool = spool
+        self._also_scan = also_scan
         self._fetch = fetch
         self._clock = clock
         self._make_queue = queue_factory
@@ -70,6 +74,9 @@ class QueueRegistry:
         return self._partitions[topic]
 
     def queue(self, topic: str, partition: int) -> PartitionQueue:
+        queue = self._queues.get((topic, partition))
+        if queue is not None:
+            return queue
         with self._lock:
             queue = self._queues.get((topic, partition))
             if queue is None:
@@ -80,9 +87,10 @@ class QueueRegistry:
 
     def open_existing(self) -> list[PartitionQueue]:
         """Open every queue left in the spool directory (a restart resumes their backlog)."""
-        for ring in sorted(self._spool.glob(f"*/*{RING_SUFFIX}")):
-            if ring.stem.isdigit():
-                self.queue(ring.parent.name, int(ring.stem))
+        for directory in (self._spool, *self._also_scan):
+            for path in sorted(directory.glob("*/*")):
+                if path.suffix in QUEUE_FILE_SUFFIXES and path.stem.isdigit():
+                    self.queue(path.parent.name, int(path.stem))
         return self.queues()
 
     def queues(self) -> list[PartitionQueue]:

@@ -15,8 +15,10 @@ records left over from an earlier lap never pass for new ones.
 
 Recovery after kill -9 or power loss: take the header slot with a valid checksum and the highest
 generation, then walk from the read position while records have a valid checksum and the expected
-sequence; the write position is the end of the last complete record. A header is only a hint for
-the write position, so a crash between writing a record and its header loses nothing it wrote.
+sequence; the write position is the end of the last complete record. The header is written when
+the read position moves (acknowledgement, overwrite) and at recovery, not on every append: it is
+only a hint for the write position, which the walk always finds again, so a crash after a record
+was written loses nothing it wrote.
 
 Thread-safety: every public method takes the ring's lock; callers may share one ring freely.
 The ring never decides policy on its own: `append` raises `RingFull` unless asked to overwrite.
@@ -41,6 +43,7 @@ _HEADER = struct.Struct(">IHHQQQQQQ")
 _HEADER_CRC = struct.Struct(">I")
 _SLOT_SIZE = 64
 _RECORD = struct.Struct(">IIQ")
+_SEQUENCE = struct.Struct(">Q")
 RECORD_OVERHEAD = _RECORD.size
 
 
@@ -110,7 +113,6 @@ class DiskRing:
                 self._write_header()
             for payload in payloads:
                 self._write_record(payload)
-            self._write_header()
             return evicted
 
     def peek(self, max_records: int, max_bytes: int) -> RecordBatchView:
@@ -177,13 +179,18 @@ class DiskRing:
         return evicted
 
     def _write_record(self, payload: bytes) -> None:
-        sequence = struct.pack(">Q", self._write_sequence)
-        checksum = crc32c.crc32c(payload, crc32c.crc32c(sequence))
-        header = _RECORD.pack(len(payload), checksum, self._write_sequence)
-        self._put(self._write_position, header)
-        self._put(self._write_position + RECORD_OVERHEAD, payload)
-        self._write_position += RECORD_OVERHEAD + len(payload)
-        self._write_sequence += 1
+        sequence = self._write_sequence
+        checksum = crc32c.crc32c(_SEQUENCE.pack(sequence) + payload)
+        record = _RECORD.pack(len(payload), checksum, sequence) + payload
+        position = self._write_position
+        offset = position % self.capacity
+        if offset + len(record) <= self.capacity:
+            start = DATA_START + offset
+            self._map[start : start + len(record)] = record
+        else:
+            self._put(position, record)
+        self._write_position = position + len(record)
+        self._write_sequence = sequence + 1
 
     def _read_record_at(self, position: int) -> tuple[bytes, int]:
         length, _, _ = _RECORD.unpack(self._get(position, RECORD_OVERHEAD))

@@ -67,8 +67,12 @@ class Sender:
     def start(self) -> None:
         self._thread.start()
 
-    def stop(self) -> None:
+    def request_stop(self) -> None:
+        """Stop after the batch in flight (given a grace period to be acknowledged)."""
         self._stopping.set()
+
+    def stop(self) -> None:
+        self.request_stop()
         self._thread.join(timeout=self._delivery_timeout_s)
 
     def _move(self, target: SenderState) -> None:
@@ -90,11 +94,14 @@ class Sender:
             self._move(SenderState.SENDING)
         events = [decode_event(self.queue.topic, p) for p in batch.payloads]
         try:
-            self._link.deliver(events, self.queue.partition, self._delivery_timeout_s)
+            self._link.deliver(events, self.queue.partition, self._delivery_timeout_s,
+                               abandon=self._stopping)  # fmt: skip
         except DeliveryFailed as exc:
+            self.queue.note_delivery(False)
             self._back_off(str(exc))
             return False
         self.queue.acknowledge(batch)
+        self.queue.note_delivery(True)
         self.sent += len(events)
         self._backoff, self.last_error = self._backoff_min, None
         self._move(SenderState.IDLE)

@@ -1,5 +1,7 @@
 """`weir agent start|send|status`: run the reliable log-shipping agent and talk to it.
 
+`start --tail GLOB:TOPIC` follows files (see `weir.agent.tail`), `--metrics-port N` serves
+Prometheus metrics (see `weir.agent.metrics`).
 `send` exits 0 only when the agent acknowledged every stdin line (stored durably per the topic's
 class); otherwise it prints each refusal and exits 1.
 """
@@ -21,6 +23,7 @@ from weir.agent.client import AgentClient
 from weir.agent.config import DEFAULT_SOCKET, load_config
 from weir.agent.event import Event
 from weir.agent.server import AgentSocketServer
+from weir.agent.tail import parse_tail_flag
 
 
 def register(commands: Any) -> None:
@@ -31,6 +34,10 @@ def register(commands: Any) -> None:
     start.add_argument("--socket", type=Path, help="Unix socket path")
     start.add_argument("--spool", type=Path, help="directory of the durable queues")
     start.add_argument("--bootstrap-server", help="HOST:PORT of a broker")
+    start.add_argument("--tail", action="append", default=[], metavar="GLOB:TOPIC",
+                       help="follow the files matching GLOB into TOPIC (repeatable)")  # fmt: skip
+    start.add_argument("--metrics-port", type=int, metavar="N",
+                       help="serve Prometheus metrics on port N (0: any free port)")  # fmt: skip
     start.add_argument("--ready-file", type=Path, help=argparse.SUPPRESS)
     start.set_defaults(run=run_start)
     send = actions.add_parser("send", help="send stdin lines through the agent")
@@ -44,14 +51,22 @@ def register(commands: Any) -> None:
 
 
 def run_start(args: argparse.Namespace) -> int:
-    config = load_config(args.config).with_overrides(
-        socket=args.socket, spool=args.spool, bootstrap_server=args.bootstrap_server
+    config = load_config(args.config)
+    config = config.with_overrides(
+        socket=args.socket,
+        spool=args.spool,
+        bootstrap_server=args.bootstrap_server,
+        metrics_port=args.metrics_port,
+        inputs=config.inputs + tuple(parse_tail_flag(t) for t in args.tail) or None,
     )
     agent = Agent(config)
     server = AgentSocketServer(config.socket, agent)
     server.serve_in_background()
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    if agent.metrics_server is not None:
+        port = agent.metrics_server.server_port
+        print(f"weir agent metrics on http://{config.metrics_host}:{port}/metrics", flush=True)
     print(f"weir agent ready on {config.socket}", flush=True)
     if args.ready_file:
         args.ready_file.write_text(str(config.socket))

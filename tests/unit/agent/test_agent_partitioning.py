@@ -9,7 +9,7 @@ import pytest
 
 from weir.agent.event import Event, decode_event, encode_event
 from weir.agent.partitioner import StickyPartitioner, murmur2, partition_for_key
-from weir.agent.queue import Durability, PartitionQueue, QueueFullError
+from weir.agent.queue import DiskQueue, Durability, QueueFullError
 from weir.agent.ring import RECORD_OVERHEAD
 from weir.agent.wire import (
     PREAMBLE,
@@ -55,8 +55,8 @@ def test_event_round_trip() -> None:
     assert decode_event("t", encode_event(event)) == event
 
 
-def _queue(tmp_path: Path, durability: Durability, records: int) -> PartitionQueue:
-    return PartitionQueue(
+def _queue(tmp_path: Path, durability: Durability, records: int) -> DiskQueue:
+    return DiskQueue(
         tmp_path / "q.ring",
         topic="t",
         partition=0,
