@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import gzip
+import json
+import os
 import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pytest
 from broker_process import IN_CI
@@ -84,3 +92,136 @@ def demo_lines() -> dict[str, list[str]]:
         with gzip.open(path, "rt", encoding="utf-8", errors="replace") as text:
             lines[source] = text.read().splitlines()
     return lines
+
+
+def stream(spark: Any, bootstrap: str, **options: str) -> Any:
+    """``spark.readStream.format("weir")`` with ``options``."""
+    reader = spark.readStream.format("weir").option("bootstrap.servers", bootstrap)
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return reader.load()
+
+
+class BatchCollector:
+    """A foreachBatch function that keeps each micro-batch's (partition, offset, value) rows."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[tuple[int, int, bytes]]] = []
+
+    def __call__(self, frame: Any, batch_id: int) -> None:
+        rows = frame.select("partition", "offset", "value").collect()
+        self.batches.append([(r["partition"], r["offset"], bytes(r["value"])) for r in rows])
+
+    def rows(self) -> list[tuple[int, int, bytes]]:
+        return [row for batch in self.batches for row in batch]
+
+
+def delete_records(bootstrap: str, topic: str, partition: int, before: int) -> None:
+    """Moves the partition's log start offset up to ``before`` (DeleteRecords)."""
+    from confluent_kafka import TopicPartition
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.delete_records([TopicPartition(topic, partition, before)]).values():
+        future.result(30)
+
+
+class LineFeeder:
+    """Produces demo lines (key = source) in chunks from a thread until stopped, recording
+    where each landed."""
+
+    def __init__(self, bootstrap: str, topic: str, *, chunk: int = 200) -> None:
+        lines = demo_lines()
+        self.records = [
+            {"key": source.encode(), "value": line.encode()}
+            for source, texts in lines.items()
+            for line in texts
+        ]
+        self.bootstrap, self.topic, self.chunk = bootstrap, topic, chunk
+        self.placed: list[tuple[int, int]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="line-feeder", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> list[tuple[int, int]]:
+        self._stop.set()
+        self._thread.join(120)
+        assert not self._thread.is_alive(), "the feeder did not stop"
+        return self.placed
+
+    def _run(self) -> None:
+        position = 0
+        while not self._stop.is_set():
+            batch = [self.records[(position + i) % len(self.records)] for i in range(self.chunk)]
+            self.placed += produce(self.bootstrap, self.topic, batch)
+            position += self.chunk
+            self._stop.wait(0.5)
+
+
+class LogsJobProcess:
+    """``weir pipeline logs`` (streaming, no --once) as a child process in its own session, so
+    that ``kill`` reaches the driver's JVM too."""
+
+    def __init__(self, bootstrap: str, topic: str, root: Path) -> None:
+        self.warehouse, self.checkpoint = root / "warehouse", root / "checkpoint"
+        self.command = [
+            sys.executable, "-m", "weir.cli.main", "pipeline", "logs", "--topic", topic,
+            "--warehouse", str(self.warehouse), "--checkpoint", str(self.checkpoint),
+            "--bootstrap-server", bootstrap, "--master", "local[2]",
+            "--max-records-per-trigger", "4000",
+        ]  # fmt: skip
+        self.root = root
+        self.process: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+        self.runs = 0
+
+    def start(self) -> None:
+        self.runs += 1
+        self._log = (self.root / f"job-{self.runs}.log").open("wb")
+        self.process = subprocess.Popen(
+            self.command, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+    def kill(self) -> None:
+        assert self.process is not None and self.process.poll() is None, self.output()
+        os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(60)
+        self._close_log()
+
+    def terminate(self) -> int:
+        assert self.process is not None and self.process.poll() is None, self.output()
+        self.process.send_signal(signal.SIGTERM)
+        code = self.process.wait(300)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self._close_log()
+        return code
+
+    def committed(self) -> list[dict[str, Any]]:
+        """The markers of the batches committed to the warehouse so far."""
+        markers = self.warehouse.glob("_batches/*/*")
+        return [json.loads(m.read_text()) for m in markers if m.name.isdigit()]
+
+    def wait_for(self, condition: Any, what: str, timeout: float = 600) -> None:
+        deadline = time.monotonic() + timeout
+        while not condition():
+            assert self.process is not None and self.process.poll() is None, self.output()
+            assert time.monotonic() < deadline, f"timed out waiting for {what}"
+            time.sleep(0.5)
+
+    def close(self) -> None:
+        """Kills the job if it still runs (after a failed test)."""
+        if self.process is not None and self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(60)
+        self._close_log()
+
+    def _close_log(self) -> None:
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def output(self) -> str:
+        return (self.root / f"job-{self.runs}.log").read_text(errors="replace")[-4000:]

@@ -14,8 +14,18 @@ from typing import Any
 import pytest
 from broker_process import BrokerProcess
 from confluent_kafka import TopicPartition
-from confluent_kafka.admin import AdminClient
-from pipeline_spark import create_topic, demo_lines, local_session, produce
+from confluent_kafka.admin import AdminClient, NewPartitions
+from pipeline_spark import (
+    BatchCollector,
+    LineFeeder,
+    LogsJobProcess,
+    create_topic,
+    delete_records,
+    demo_lines,
+    local_session,
+    produce,
+    stream,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -135,6 +145,150 @@ def test_fail_on_data_loss(spark: Any, shared_broker: BrokerProcess) -> None:
     assert sorted(row["offset"] for row in rows) == list(range(60, 100))
 
 
+def run_available_now(frame: Any, checkpoint: Path, sink: Any) -> None:
+    query = (
+        frame.writeStream.foreachBatch(sink)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert query.awaitTermination(300), "the available-now query did not finish"
+    assert query.exception() is None
+
+
+def test_read_stream_in_micro_batches_and_resume(
+    spark: Any, shared_broker: BrokerProcess, tmp_path: Path
+) -> None:
+    bootstrap = shared_broker.bootstrap
+    create_topic(bootstrap, "streamed", 3)
+    first = [{"value": f"a{i}".encode(), "partition": i % 3} for i in range(900)]
+    placed = produce(bootstrap, "streamed", first)
+    options = {"subscribe": "streamed", "startingOffsets": "earliest"}
+    collector = BatchCollector()
+
+    limited = stream(spark, bootstrap, maxRecordsPerTrigger="200", **options)
+    run_available_now(limited, tmp_path / "checkpoint", collector)
+
+    expected = {(p, o, r["value"]) for (p, o), r in zip(placed, first, strict=True)}
+    assert sorted(collector.rows()) == sorted(expected)
+    sizes = [len(batch) for batch in collector.batches if batch]
+    assert len(sizes) >= 5 and max(sizes) <= 200
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_partitions([NewPartitions("streamed", 4)]).values():
+        future.result(30)
+    second = [{"value": f"b{i}".encode(), "partition": i % 4} for i in range(200)]
+    placed = produce(bootstrap, "streamed", second)
+    resumed = BatchCollector()
+
+    run_available_now(stream(spark, bootstrap, **options), tmp_path / "checkpoint", resumed)
+
+    assert sorted(resumed.rows()) == sorted(
+        (p, o, r["value"]) for (p, o), r in zip(placed, second, strict=True)
+    )
+
+
+def test_starting_timestamp_in_batch_and_stream(
+    spark: Any, shared_broker: BrokerProcess, tmp_path: Path
+) -> None:
+    bootstrap = shared_broker.bootstrap
+    create_topic(bootstrap, "stamped", 2)
+    base = 1_700_000_000_000
+    records = [
+        {"value": str(i).encode(), "partition": i % 2, "timestamp": base + i * 1000}
+        for i in range(100)
+    ]
+    produce(bootstrap, "stamped", records)
+    since = str(base + 60 * 1000)
+    wanted = [str(i).encode() for i in range(60, 100)]
+
+    batch = read(spark, bootstrap, subscribe="stamped", startingTimestamp=since).collect()
+    assert sorted(bytes(r["value"]) for r in batch) == sorted(wanted)
+
+    collector = BatchCollector()
+    streamed = stream(spark, bootstrap, subscribe="stamped", startingTimestamp=since)
+    run_available_now(streamed, tmp_path / "checkpoint", collector)
+    assert sorted(value for _, _, value in collector.rows()) == sorted(wanted)
+
+    after_all = str(base + 1000 * 1000)
+    assert read(spark, bootstrap, subscribe="stamped", startingTimestamp=after_all).count() == 0
+
+
+def test_write_stream_round_trip(spark: Any, shared_broker: BrokerProcess, tmp_path: Path) -> None:
+    bootstrap = shared_broker.bootstrap
+    create_topic(bootstrap, "stream-in", 2)
+    create_topic(bootstrap, "stream-out", 2)
+    records = [
+        {"key": f"k{i}".encode(), "value": f"v{i}".encode(), "headers": [("n", str(i).encode())]}
+        for i in range(500)
+    ]
+    produce(bootstrap, "stream-in", records)
+
+    source = stream(
+        spark, bootstrap, subscribe="stream-in", startingOffsets="earliest",
+        maxRecordsPerTrigger="150",
+    ).select("key", "value", "headers", "partition")  # fmt: skip
+    query = (
+        source.writeStream.format("weir")
+        .option("bootstrap.servers", bootstrap)
+        .option("topic", "stream-out")
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert query.awaitTermination(300), "the available-now query did not finish"
+    assert query.exception() is None
+
+    back = read(spark, bootstrap, subscribe="stream-out").collect()
+    got = sorted((bytes(r["key"]), bytes(r["value"]), as_tuple(r)[4]) for r in back)
+    assert got == sorted((r["key"], r["value"], tuple(r["headers"])) for r in records)
+
+
+class DeleteAfterFirstBatch(BatchCollector):
+    """Collects batches; after the first, produces 100 more records and deletes offsets up
+    to 150, so the next batch finds offsets 100..149 gone before they were read."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        super().__init__()
+        self.bootstrap, self.topic = bootstrap, topic
+
+    def __call__(self, frame: Any, batch_id: int) -> None:
+        super().__call__(frame, batch_id)
+        if len(self.batches) == 1:
+            produce(self.bootstrap, self.topic, [{"value": b"late"} for _ in range(100)])
+            delete_records(self.bootstrap, self.topic, 0, 150)
+
+
+@pytest.mark.parametrize("fail", [True, False])
+def test_stream_fail_on_data_loss(
+    spark: Any, shared_broker: BrokerProcess, tmp_path: Path, fail: bool
+) -> None:
+    bootstrap = shared_broker.bootstrap
+    topic = f"deleted-{str(fail).lower()}"
+    create_topic(bootstrap, topic, 1)
+    produce(bootstrap, topic, [{"value": b"early"} for _ in range(100)])
+    sink = DeleteAfterFirstBatch(bootstrap, topic)
+    frame = stream(
+        spark, bootstrap, subscribe=topic, startingOffsets="earliest",
+        failOnDataLoss=str(fail).lower(),
+    )  # fmt: skip
+    query = (
+        frame.writeStream.foreachBatch(sink)
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .start()
+    )
+    try:
+        if fail:
+            with pytest.raises(Exception, match=rf"{topic}-0: offsets 100\.\.149 were deleted"):
+                query.processAllAvailable()
+        else:
+            query.processAllAvailable()
+            offsets = sorted(offset for _, offset, _ in sink.rows())
+            assert offsets == list(range(100)) + list(range(150, 200))
+    finally:
+        query.stop()
+
+
 def test_logs_etl_once_over_demo_samples(
     spark: Any, shared_broker: BrokerProcess, tmp_path: Path
 ) -> None:
@@ -193,3 +347,42 @@ def run_etl(bootstrap: str, warehouse: Path, checkpoint: Path) -> dict[str, Any]
     assert done.returncode == 0, done.stderr[-4000:]
     report: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return report
+
+
+def test_logs_stream_is_exactly_once_across_kill_9(
+    spark: Any, shared_broker: BrokerProcess, tmp_path: Path
+) -> None:
+    bootstrap = shared_broker.bootstrap
+    create_topic(bootstrap, "killed", 2)
+    feeder = LineFeeder(bootstrap, "killed")
+    job = LogsJobProcess(bootstrap, "killed", tmp_path)
+    try:
+        feeder.start()
+        job.start()
+        job.wait_for(lambda: len(job.committed()) >= 2, "two committed batches")
+        job.kill()
+        before_kill = len(job.committed())
+
+        job.start()
+        job.wait_for(lambda: len(job.committed()) > before_kill, "a batch after the restart")
+        placed = set(feeder.stop())
+        job.wait_for(
+            lambda: sum(m["records"] for m in job.committed()) >= len(placed), "catching up"
+        )
+        assert job.terminate() == 0, job.output()
+    finally:
+        feeder.stop()
+        job.close()
+
+    warehouse = str(job.warehouse)
+    logs = spark.read.parquet(f"{warehouse}/logs").select("topic", "partition", "offset")
+    quarantine = spark.read.parquet(f"{warehouse}/quarantine")
+    rows = logs.union(quarantine.select("topic", "partition", "offset")).collect()
+    landed = [(r["partition"], r["offset"]) for r in rows]
+    assert {r["topic"] for r in rows} == {"killed"}
+    assert len(landed) == len(set(landed)), "some lines are in the warehouse twice"
+    assert set(landed) == placed
+    metrics = spark.read.parquet(f"{warehouse}/metrics_minute")
+    assert metrics.groupBy().sum("lines").collect()[0][0] == logs.count()
+    report = json.loads(job.output().strip().splitlines()[-1])
+    assert report["records"] > 0

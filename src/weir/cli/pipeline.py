@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -18,46 +20,74 @@ def register(commands: Any) -> None:
     logs = sub.add_parser("logs", help="raw log lines in a topic to a Parquet warehouse")
     logs.add_argument("--topic", required=True, help="topic of raw lines; the key names the source")
     logs.add_argument("--warehouse", type=Path, required=True, help="directory of the tables")
-    logs.add_argument("--checkpoint", type=Path, required=True, help="directory of the offsets")
+    logs.add_argument("--checkpoint", type=Path, required=True, help="Spark checkpoint directory")
     logs.add_argument("--once", action="store_true", help="process what is there now, then exit")
     logs.add_argument("--master", default="local[*]", help="Spark master URL")
+    logs.add_argument("--metrics-topic", help="topic of per-minute metrics (default TOPIC.metrics)")
+    logs.add_argument(
+        "--max-records-per-trigger", type=int, help="cap on the records of one micro-batch"
+    )
     logs.add_argument("--driver-memory", default="1g")
     add_bootstrap(logs)
     logs.set_defaults(run=run_logs)
 
 
 def run_logs(args: argparse.Namespace) -> int:
-    if not args.once:
-        print("weir: the streaming mode is not built yet; use --once", file=sys.stderr)
-        return 2
-    from weir.pipeline.logs_job import run_once
+    from pyspark.errors import StreamingQueryException
+
+    from weir.pipeline.logs_job import LogsJob, run_logs_job
     from weir.pipeline.session import weir_session
 
+    job = LogsJob(
+        bootstrap=args.bootstrap_server,
+        topic=args.topic,
+        warehouse=args.warehouse.resolve(),
+        checkpoint=args.checkpoint.resolve(),
+        metrics_topic=args.metrics_topic,
+        once=args.once,
+        max_records_per_trigger=args.max_records_per_trigger,
+    )
     spark = weir_session(
         master=args.master,
         app_name="weir pipeline logs",
-        config={"spark.driver.memory": args.driver_memory, "spark.sql.shuffle.partitions": "4"},
+        config={
+            "spark.driver.memory": args.driver_memory,
+            "spark.sql.shuffle.partitions": "4",
+            "spark.ui.showConsoleProgress": "false",
+        },
     )
     spark.sparkContext.setLogLevel("ERROR")
+    stop = _stop_on_signals()
     try:
         started = time.monotonic()
-        summary = run_once(
-            spark,
-            bootstrap=args.bootstrap_server,
-            topic=args.topic,
-            warehouse=args.warehouse,
-            checkpoint=args.checkpoint,
-        )
+        summary = run_logs_job(spark, job, stop=stop)
         elapsed = time.monotonic() - started
+    except StreamingQueryException as exc:
+        print(f"weir: the pipeline failed: {exc.getMessage()}", file=sys.stderr)
+        return 1
     finally:
         spark.stop()
     report = {
+        "batches": summary.batches,
+        "skipped_batches": summary.replayed,
         "records": summary.records,
         "logs": summary.logs,
         "quarantined": summary.quarantined,
-        "offsets": summary.offsets,
         "seconds": round(elapsed, 3),
-        "warehouse": str(args.warehouse),
+        "warehouse": str(job.warehouse),
+        "metrics_topic": job.metrics_topic_name,
     }
-    print(json.dumps(report, sort_keys=True))
+    print(json.dumps(report, sort_keys=True), flush=True)
     return 0
+
+
+def _stop_on_signals() -> threading.Event:
+    """An event set by SIGINT or SIGTERM: the job then stops its query and exits cleanly."""
+    stop = threading.Event()
+
+    def request_stop(signum: int, _frame: Any) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGINT, request_stop)
+    signal.signal(signal.SIGTERM, request_stop)
+    return stop

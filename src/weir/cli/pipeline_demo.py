@@ -1,9 +1,10 @@
 """`weir demo`: the main job end to end on real logs shipped with weir.
 
 Starts a single-node broker (embedded metadata) as a child process, produces the Loghub samples
-into a topic (key = the source system), runs the log ETL job on Spark (`local[*]`) to a Parquet
-warehouse, prints rows per source and level, the quarantined lines and where the tables are, and
-stops what it started. Everything lives in a temporary directory unless `data_dir` is given.
+into a topic (key = the source system), runs the log ETL job on Spark (`local[*]`) as a stream
+with an available-now trigger to a Parquet warehouse, prints rows per source and level, the
+quarantined lines and where the tables are, and stops what it started. Everything lives in a
+temporary directory unless `data_dir` is given.
 """
 
 from __future__ import annotations
@@ -88,7 +89,7 @@ def _produce(bootstrap: str, samples: dict[str, list[bytes]]) -> None:
 
 
 def _etl_and_report(bootstrap: str, root: Path, total: int) -> int:
-    from weir.pipeline.logs_job import run_once
+    from weir.pipeline.logs_job import LogsJob, run_logs_job
     from weir.pipeline.session import weir_session
 
     warehouse = root / "warehouse"
@@ -99,8 +100,9 @@ def _etl_and_report(bootstrap: str, root: Path, total: int) -> int:
     spark.sparkContext.setLogLevel("ERROR")
     try:
         started = time.monotonic()
-        summary = run_once(spark, bootstrap=bootstrap, topic=TOPIC, warehouse=warehouse,
-                           checkpoint=root / "checkpoint")  # fmt: skip
+        job = LogsJob(bootstrap=bootstrap, topic=TOPIC, warehouse=warehouse,
+                      checkpoint=root / "checkpoint", once=True)  # fmt: skip
+        summary = run_logs_job(spark, job)
         seconds = time.monotonic() - started
         print(
             f"ETL: {summary.records:,} records -> {summary.logs:,} parsed rows, "
@@ -117,7 +119,8 @@ def _etl_and_report(bootstrap: str, root: Path, total: int) -> int:
             )
         )
         minutes = spark.read.parquet(str(warehouse / "metrics_minute")).count()
-        print(f"metrics_minute rows: {minutes:,}")
+        topic = job.metrics_topic_name
+        print(f"metrics_minute rows: {minutes:,} (also as JSON in topic {topic!r})")
     finally:
         spark.stop()
     print(

@@ -15,8 +15,15 @@ from typing import Any
 
 import pyarrow as pa  # type: ignore[import-untyped]
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 
-from weir.pipeline.offsets import DataLossError, OffsetRange, Watermarks, data_loss_message
+from weir.pipeline.offsets import (
+    LATEST,
+    DataLossError,
+    OffsetRange,
+    Watermarks,
+    data_loss_message,
+)
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +90,35 @@ def watermarks(
         )
         marks[(topic, partition)] = Watermarks(log_start=low, high=high)
     return marks
+
+
+def ensure_topic(client_options: Mapping[str, str], name: str, *, partitions: int = 1) -> None:
+    """Creates the topic unless it exists (with the broker's default replication factor)."""
+    admin = AdminClient(dict(client_options))
+    future = admin.create_topics([NewTopic(name, partitions)])[name]
+    try:
+        future.result(METADATA_TIMEOUT_S)
+    except KafkaException as exc:
+        if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+            raise
+
+
+def offsets_for_timestamp(
+    consumer: Consumer, partitions: Sequence[tuple[str, int]], timestamp_ms: int
+) -> dict[tuple[str, int], int]:
+    """Per partition, the first offset whose record timestamp is at or after ``timestamp_ms``.
+
+    A partition with no such record gets LATEST: reading starts with the next record written.
+    """
+    if not partitions:
+        return {}
+    wanted = [TopicPartition(topic, partition, timestamp_ms) for topic, partition in partitions]
+    found: dict[tuple[str, int], int] = {}
+    for answer in consumer.offsets_for_times(wanted, timeout=METADATA_TIMEOUT_S):
+        if answer.error is not None:
+            raise KafkaException(answer.error)
+        found[(answer.topic, answer.partition)] = answer.offset if answer.offset >= 0 else LATEST
+    return found
 
 
 class RangeReader:

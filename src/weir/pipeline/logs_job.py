@@ -5,25 +5,30 @@ Each record's value is one raw line (UTF-8); its key, when present, names the so
 the format is detected from the line. Parsing runs in the executors' Python workers over Arrow
 batches. A line that does not parse goes to ``quarantine`` with the reason, never dropped.
 
-``run_once`` reads everything from the offsets stored in the checkpoint directory (or from the
-earliest offsets) up to the high watermarks at start, writes the three tables, and then stores
-the new offsets. If it dies between the writes and that store, the next run writes the same
-records again: exactly-once needs the streaming mode, which is not built yet.
+The job is one Structured Streaming query: ``readStream.format("weir")`` from the earliest
+offsets, parsed, and written batch by batch with ``foreachBatch``. Spark records each
+micro-batch's offsets in the checkpoint before it runs and replays an unfinished batch after a
+restart; ``weir.pipeline.warehouse.BatchCommits`` makes the replay replace, never duplicate, what
+the batch wrote. So each input line lands in the warehouse exactly once, even across a kill -9
+of the driver. Each batch's per-minute metrics also go, as JSON, to a metrics topic; there a
+replayed batch may publish its rows again (at-least-once; each row carries its ``batch``).
 """
 
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa  # type: ignore[import-untyped]
-from confluent_kafka import Consumer
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
+from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.types import (
     IntegerType,
     LongType,
@@ -33,12 +38,15 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from weir.pipeline.kafka_io import reader_config, subscribed_partitions, watermarks
+from weir.pipeline.kafka_io import ensure_topic
 from weir.pipeline.parsing import LineParser, ParsedLine
 from weir.pipeline.source import FORMAT
+from weir.pipeline.warehouse import BatchCommits
 
 ERROR_LEVELS = ("ERROR", "CRITICAL", "FATAL")
-OFFSETS_FILE = "offsets.json"
+TABLES = ("logs", "quarantine", "metrics_minute")
+TRIGGER_INTERVAL = "1 second"
+STOP_POLL_S = 1
 PARSED = StructType(
     [
         StructField("parsed", IntegerType()),
@@ -80,13 +88,37 @@ QUARANTINE_FIELDS = ("source", "line", "reason", "detail")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class RunSummary:
-    """What one ``run_once`` read and wrote."""
+class LogsJob:
+    """Where the job reads and writes, and how it runs."""
 
-    records: int
-    logs: int
-    quarantined: int
-    offsets: dict[str, dict[str, int]]
+    bootstrap: str
+    topic: str
+    warehouse: Path
+    checkpoint: Path
+    metrics_topic: str | None = None
+    once: bool = False
+    max_records_per_trigger: int | None = None
+
+    @property
+    def metrics_topic_name(self) -> str:
+        return self.metrics_topic or f"{self.topic}.metrics"
+
+
+@dataclass(slots=True)
+class RunSummary:
+    """What the micro-batches committed by this run read and wrote."""
+
+    batches: int = 0
+    records: int = 0
+    logs: int = 0
+    quarantined: int = 0
+    replayed: list[int] = field(default_factory=list)
+
+    def add(self, marker: dict[str, Any]) -> None:
+        self.batches += 1
+        self.records += marker["records"]
+        self.logs += marker["logs"]
+        self.quarantined += marker["quarantined"]
 
 
 def parse_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -140,8 +172,9 @@ def quarantine_table(parsed: DataFrame) -> DataFrame:
     )
 
 
-def metrics_minute_table(logs: DataFrame) -> DataFrame:
-    """Lines per (source, minute, level), with the source-minute's total and error rate."""
+def metrics_minute_table(logs: DataFrame, batch_id: int) -> DataFrame:
+    """Lines per (source, minute, level) in one batch, with the source-minute's total and
+    error rate in that batch."""
     minute = F.date_trunc("minute", "timestamp").alias("minute")
     counts = logs.groupBy("source", minute, "level").agg(
         F.count(F.lit(1)).alias("lines"),
@@ -153,72 +186,113 @@ def metrics_minute_table(logs: DataFrame) -> DataFrame:
     return counts.select(
         "source", "minute", "level", "lines",
         total.alias("source_lines"), (errors / total).alias("error_rate"),
+        F.lit(batch_id).cast("long").alias("batch"),
     )  # fmt: skip
 
 
-def run_once(
-    spark: SparkSession, *, bootstrap: str, topic: str, warehouse: Path, checkpoint: Path
+def run_logs_job(
+    spark: SparkSession, job: LogsJob, *, stop: threading.Event | None = None
 ) -> RunSummary:
-    """Everything from the checkpoint's offsets to the high watermarks at start, to Parquet."""
-    starting = _stored_offsets(checkpoint)
-    ending = _high_watermarks(bootstrap, topic)
-    raw = (
-        spark.read.format(FORMAT)
-        .option("bootstrap.servers", bootstrap)
-        .option("subscribe", topic)
-        .option("startingOffsets", json.dumps(starting) if starting else "earliest")
-        .option("endingOffsets", json.dumps(ending))
+    """Runs the streaming query until it finishes (``once``) or ``stop`` is set, then stops it.
+
+    A failed query raises its StreamingQueryException.
+    """
+    ensure_topic({"bootstrap.servers": job.bootstrap}, job.metrics_topic_name)
+    writer = BatchWriter(job)
+    query = start_query(spark, job, writer)
+    try:
+        while query.isActive and not (stop is not None and stop.is_set()):
+            query.awaitTermination(STOP_POLL_S)
+    finally:
+        query.stop()
+    query.awaitTermination()
+    return writer.summary
+
+
+def start_query(spark: SparkSession, job: LogsJob, writer: BatchWriter) -> StreamingQuery:
+    reader = (
+        spark.readStream.format(FORMAT)
+        .option("bootstrap.servers", job.bootstrap)
+        .option("subscribe", job.topic)
+        .option("startingOffsets", "earliest")
         .option("includeHeaders", "false")
-        .load()
     )
-    parsed = raw.select("key", "value", "topic", "partition", "offset").mapInArrow(
-        parse_batches, PARSED
+    if job.max_records_per_trigger is not None:
+        reader = reader.option("maxRecordsPerTrigger", str(job.max_records_per_trigger))
+    parsed = (
+        reader.load()
+        .select("key", "value", "topic", "partition", "offset")
+        .mapInArrow(parse_batches, PARSED)
     )
-    parsed = parsed.persist(StorageLevel.MEMORY_AND_DISK)
-    try:
-        summary = _write_tables(parsed, warehouse, ending)
-    finally:
-        parsed.unpersist()
-    _store_offsets(checkpoint, ending)
-    return summary
+    stream = parsed.writeStream.foreachBatch(writer).option(
+        "checkpointLocation", str(job.checkpoint)
+    )
+    if job.once:
+        stream = stream.trigger(availableNow=True)
+    else:
+        stream = stream.trigger(processingTime=TRIGGER_INTERVAL)
+    return stream.start()
 
 
-def _write_tables(
-    parsed: DataFrame, warehouse: Path, ending: dict[str, dict[str, int]]
-) -> RunSummary:
+class BatchWriter:
+    """The ``foreachBatch`` function: one micro-batch of parsed rows into the three tables.
+
+    Runs on the driver. A batch whose marker exists (it was committed before Spark recorded it
+    done) is skipped; otherwise its tables are staged, its metrics published to the metrics
+    topic, and its files committed into the warehouse.
+    """
+
+    def __init__(self, job: LogsJob) -> None:
+        self.job = job
+        self.summary = RunSummary()
+        self._commits: BatchCommits | None = None
+
+    def __call__(self, parsed: DataFrame, batch_id: int) -> None:
+        commits = self._batch_commits()
+        if commits.committed(batch_id) is not None:
+            self.summary.replayed.append(batch_id)
+            return
+        staging = commits.stage(batch_id)
+        parsed = parsed.persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            counts = write_tables(parsed, staging, batch_id)
+        finally:
+            parsed.unpersist()
+        self._publish_metrics(parsed.sparkSession, staging / "metrics_minute")
+        self.summary.add(commits.commit(batch_id, counts))
+
+    def _publish_metrics(self, spark: SparkSession, staged: Path) -> None:
+        metrics = spark.read.parquet(str(staged))
+        rows = metrics.select(
+            F.col("source").cast("binary").alias("key"),
+            F.to_json(F.struct(*metrics.columns)).cast("binary").alias("value"),
+        )
+        rows.write.format(FORMAT).option("bootstrap.servers", self.job.bootstrap).option(
+            "topic", self.job.metrics_topic_name
+        ).mode("append").save()
+
+    def _batch_commits(self) -> BatchCommits:
+        if self._commits is None:
+            self._commits = BatchCommits(self.job.warehouse, checkpoint_query_id(self.job))
+        return self._commits
+
+
+def checkpoint_query_id(job: LogsJob) -> str:
+    """The query id Spark keeps in the checkpoint's ``metadata`` file; it outlives restarts."""
+    document = json.loads((job.checkpoint / "metadata").read_text())
+    query_id: str = document["id"]
+    return query_id
+
+
+def write_tables(parsed: DataFrame, staging: Path, batch_id: int) -> dict[str, int]:
+    """Writes the batch's three tables under ``staging`` and counts its rows."""
     logs = logs_table(parsed)
-    quarantine = quarantine_table(parsed)
-    logs.write.mode("append").partitionBy("source", "date", "hour").parquet(str(warehouse / "logs"))
-    quarantine.write.mode("append").parquet(str(warehouse / "quarantine"))
-    metrics_minute_table(logs).write.mode("append").parquet(str(warehouse / "metrics_minute"))
+    logs.write.partitionBy("source", "date", "hour").parquet(str(staging / "logs"))
+    quarantine_table(parsed).write.parquet(str(staging / "quarantine"))
+    metrics_minute_table(logs, batch_id).write.parquet(str(staging / "metrics_minute"))
     counts = {row["parsed"]: row["count"] for row in parsed.groupBy("parsed").count().collect()}
-    return RunSummary(
-        records=sum(counts.values()),
-        logs=counts.get(1, 0),
-        quarantined=counts.get(0, 0),
-        offsets=ending,
-    )
-
-
-def _high_watermarks(bootstrap: str, topic: str) -> dict[str, dict[str, int]]:
-    consumer = Consumer(reader_config({"bootstrap.servers": bootstrap}))
-    try:
-        marks = watermarks(consumer, subscribed_partitions(consumer, topics=[topic], pattern=None))
-    finally:
-        consumer.close()
-    return {topic: {str(p): m.high for (_, p), m in sorted(marks.items())}}
-
-
-def _stored_offsets(checkpoint: Path) -> dict[str, dict[str, int]] | None:
-    path = checkpoint / OFFSETS_FILE
-    if not path.exists():
-        return None
-    stored: dict[str, dict[str, int]] = json.loads(path.read_text())
-    return stored
-
-
-def _store_offsets(checkpoint: Path, offsets: dict[str, dict[str, int]]) -> None:
-    checkpoint.mkdir(parents=True, exist_ok=True)
-    temporary = checkpoint / f"{OFFSETS_FILE}.tmp"
-    temporary.write_text(json.dumps(offsets, sort_keys=True))
-    temporary.replace(checkpoint / OFFSETS_FILE)
+    return {
+        "records": sum(counts.values()),
+        "logs": counts.get(1, 0),
+        "quarantined": counts.get(0, 0),
+    }

@@ -169,3 +169,44 @@ def _split(r: OffsetRange, parts: int) -> list[OffsetRange]:
         for lo, hi in itertools.pairwise(bounds)
         if hi > lo
     ]
+
+
+def offsets_to_json(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
+    """``{(topic, partition): offset}`` as ``{"topic": {"partition": offset}}`` (JSON keys)."""
+    document: dict[str, dict[str, int]] = {}
+    for (topic, partition), offset in sorted(offsets.items()):
+        document.setdefault(topic, {})[str(partition)] = offset
+    return document
+
+
+def offsets_from_json(document: Mapping[str, Mapping[str, int]]) -> dict[TopicPartition, int]:
+    """The inverse of ``offsets_to_json``."""
+    return {
+        (topic, int(partition)): int(offset)
+        for topic, partitions in document.items()
+        for partition, offset in partitions.items()
+    }
+
+
+def admit(
+    starts: Mapping[TopicPartition, int], ends: Mapping[TopicPartition, int], max_records: int
+) -> dict[TopicPartition, int]:
+    """End offsets moved back so that at most ``max_records`` records lie between the two.
+
+    Every partition gets a share of ``max_records`` in proportion to its backlog, rounded
+    down; what rounding leaves over goes to the largest backlogs first, so a limit of at
+    least one record always makes progress. Partitions absent from ``starts`` keep their end.
+    """
+    backlog = {tp: max(0, end - starts.get(tp, end)) for tp, end in ends.items()}
+    total = sum(backlog.values())
+    if total <= max_records:
+        return dict(ends)
+    shares = {tp: max_records * size // total for tp, size in backlog.items()}
+    left = max_records - sum(shares.values())
+    for tp in sorted(backlog, key=lambda t: (shares[t] - backlog[t], t)):
+        if left == 0:
+            break
+        if shares[tp] < backlog[tp]:
+            shares[tp] += 1
+            left -= 1
+    return {tp: starts[tp] + shares[tp] if tp in starts else end for tp, end in ends.items()}

@@ -11,6 +11,9 @@ from weir.pipeline.offsets import (
     OffsetOptionError,
     OffsetRange,
     Watermarks,
+    admit,
+    offsets_from_json,
+    offsets_to_json,
     parse_offset_spec,
     plan_ranges,
     resolve,
@@ -57,3 +60,28 @@ def test_split_covers_every_offset_once() -> None:
     expected = sorted((r.topic, r.partition, o) for r in ranges for o in range(r.start, r.end))
     assert covered == expected
     assert split_ranges([OffsetRange(topic="a", partition=0, start=1, end=1)], 2) == []
+
+
+def test_offsets_as_json_round_trip() -> None:
+    offsets = {("b", 10): 7, ("a", 2): 5, ("a", 0): 1}
+    document = offsets_to_json(offsets)
+    assert document == {"a": {"0": 1, "2": 5}, "b": {"10": 7}}
+    assert list(document) == ["a", "b"]
+    assert offsets_from_json(document) == offsets
+
+
+def test_admit_shares_the_limit_by_backlog() -> None:
+    starts = {("a", 0): 0, ("a", 1): 100, ("a", 2): 50}
+    ends = {("a", 0): 300, ("a", 1): 200, ("a", 2): 50}
+    assert admit(starts, ends, 1000) == ends
+    admitted = admit(starts, ends, 40)
+    assert admitted == {("a", 0): 30, ("a", 1): 110, ("a", 2): 50}
+    assert sum(admitted[tp] - starts[tp] for tp in starts) == 40
+
+
+def test_admit_always_makes_progress() -> None:
+    starts = {("a", 0): 0, ("a", 1): 0, ("a", 2): 0}
+    ends = {("a", 0): 5, ("a", 1): 5, ("a", 2): 5}
+    admitted = admit(starts, ends, 1)
+    assert sum(admitted.values()) == 1
+    assert all(admitted[tp] <= ends[tp] for tp in ends)

@@ -1,0 +1,101 @@
+"""The warehouse's batch commit protocol: each micro-batch's files appear in the tables once.
+
+Spark writes a micro-batch's output for every table under ``_staging/<query>/<batch>/<table>``;
+the files are then renamed into the tables, and a marker ``_batches/<query>/<batch>`` records
+that the batch is in. Before the first rename a manifest ``_batches/<query>/<batch>.pending``
+lists the files about to appear. When Spark runs a batch again (it replays the offsets of a
+batch it had not marked done when the driver died), the batch is skipped if its marker exists;
+otherwise the files of its manifest are removed from the tables and the batch is written anew.
+So every batch is in the tables exactly once after its commit, and whatever a crash leaves
+half-moved is replaced by the replay.
+
+``<query>`` is the streaming query's id from its checkpoint: a new checkpoint starts a new
+series of batch numbers, whose markers are kept apart from the old ones.
+
+Names under the warehouse that begin with ``_`` are not read by ``spark.read.parquet`` of a
+table. The warehouse must be a local directory (or one mounted at the same path on every
+executor) where a rename is atomic. A reader that lists a table while a batch is being
+committed may see part of it; once ``commit`` returns, the batch is whole. Not thread-safe:
+one job writes a warehouse at a time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+BATCHES_DIR = "_batches"
+STAGING_DIR = "_staging"
+PENDING_SUFFIX = ".pending"
+DATA_SUFFIX = ".parquet"
+
+
+class BatchCommits:
+    """Staging and committing one streaming query's micro-batches into ``warehouse``."""
+
+    def __init__(self, warehouse: Path, query_id: str) -> None:
+        self.warehouse = warehouse
+        self.markers = warehouse / BATCHES_DIR / query_id
+        self.staging_root = warehouse / STAGING_DIR / query_id
+
+    def committed(self, batch_id: int) -> dict[str, Any] | None:
+        """The marker of a committed batch (what it wrote), or None."""
+        marker = self._marker(batch_id)
+        if not marker.exists():
+            return None
+        document: dict[str, Any] = json.loads(marker.read_text())
+        return document
+
+    def stage(self, batch_id: int) -> Path:
+        """An empty staging directory for the batch, after undoing any earlier attempt."""
+        pending = self._pending(batch_id)
+        if pending.exists():
+            for relative in json.loads(pending.read_text())["files"]:
+                (self.warehouse / relative).unlink(missing_ok=True)
+            pending.unlink()
+        staging = self.staging_root / str(batch_id)
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+        return staging
+
+    def commit(self, batch_id: int, summary: Mapping[str, Any]) -> dict[str, Any]:
+        """Moves the staged data files into their tables and writes the batch's marker."""
+        staging = self.staging_root / str(batch_id)
+        moves = {
+            source: self._destination(batch_id, source.relative_to(staging))
+            for source in sorted(staging.rglob(f"*{DATA_SUFFIX}"))
+        }
+        files = [str(target.relative_to(self.warehouse)) for target in moves.values()]
+        _write_atomically(self._pending(batch_id), {"files": files})
+        for source, target in moves.items():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            source.replace(target)
+        marker = {"batch": batch_id, "files": files, **summary}
+        _write_atomically(self._marker(batch_id), marker)
+        self._pending(batch_id).unlink()
+        shutil.rmtree(staging, ignore_errors=True)
+        return marker
+
+    def _destination(self, batch_id: int, relative: Path) -> Path:
+        # Files are named after their batch, so one batch never overwrites another's.
+        return self.warehouse / relative.parent / f"batch-{batch_id:08d}-{relative.name}"
+
+    def _marker(self, batch_id: int) -> Path:
+        return self.markers / str(batch_id)
+
+    def _pending(self, batch_id: int) -> Path:
+        return self.markers / f"{batch_id}{PENDING_SUFFIX}"
+
+
+def _write_atomically(path: Path, document: Mapping[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.tmp")
+    with temporary.open("w") as out:
+        json.dump(document, out, sort_keys=True)
+        out.flush()
+        os.fsync(out.fileno())
+    temporary.replace(path)
