@@ -1,5 +1,7 @@
 """Agent throughput: events/s accepted in process and through the socket, per durability class,
 beside confluent-kafka producing the same events directly, all in one run against one broker.
+In process, `*_in_process` is one event per `Agent.send` call and `*_in_process_send_batch` is
+BATCH events per `Agent.send_batch` call, both from THREADS concurrent callers.
 
 Usage: python bench/agent.py [--events N] [--size BYTES] [--out bench/results/agent.json]
 """
@@ -28,6 +30,7 @@ from weir.agent.queue import Durability
 from weir.agent.server import AgentSocketServer
 
 THREADS = 16
+BATCH = 500
 
 
 def in_process(agent: Agent, topic: str, count: int, value: bytes) -> float:
@@ -37,6 +40,25 @@ def in_process(agent: Agent, topic: str, count: int, value: bytes) -> float:
     def run() -> None:
         for _ in range(per_thread):
             agent.send(topic, value)
+
+    threads = [threading.Thread(target=run) for _ in range(THREADS)]
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return per_thread * THREADS / (time.perf_counter() - started)
+
+
+def in_process_batch(agent: Agent, topic: str, count: int, value: bytes) -> float:
+    """Events/s through `Agent.send_batch` from THREADS concurrent callers, BATCH per call."""
+    per_thread = count // THREADS
+    values = [value] * BATCH
+
+    def run() -> None:
+        for start in range(0, per_thread, BATCH):
+            results = agent.send_batch(topic, values[: min(BATCH, per_thread - start)])
+            assert not any(results)
 
     threads = [threading.Thread(target=run) for _ in range(THREADS)]
     started = time.perf_counter()
@@ -91,7 +113,8 @@ def main() -> None:
             process.terminate()
             process.wait(30)
     report = {"events": args.events, "size": args.size, "threads_in_process": THREADS,
-              "python": platform.python_version(), "results_events_per_s": results}  # fmt: skip
+              "send_batch_events_per_call": BATCH, "python": platform.python_version(),
+              "results_events_per_s": results}  # fmt: skip
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     print(json.dumps(report, indent=2))
@@ -114,6 +137,10 @@ def run_all(directory: Path, bootstrap: str, count: int, value: bytes) -> dict[s
             agent.send(name, b"warm-up")
         results["logs_in_process"] = in_process(agent, "bench-logs", count, value)
         results["events_in_process"] = in_process(agent, "bench-events", count, value)
+        results["logs_in_process_send_batch"] = in_process_batch(agent, "bench-logs", count, value)
+        results["events_in_process_send_batch"] = in_process_batch(
+            agent, "bench-events", count, value
+        )
         results["logs_socket"] = through_socket(config.socket, "bench-logs-s", count, value)
         results["events_socket"] = through_socket(config.socket, "bench-events-s", count, value)
         agent.wait_drained(300)

@@ -21,6 +21,7 @@ from weir.agent.agent import Agent, SendError
 from weir.agent.client import AgentClient
 from weir.agent.config import AgentConfig
 from weir.agent.event import Event
+from weir.agent.partitioner import partition_for_key
 from weir.agent.queue import Durability
 
 
@@ -71,6 +72,37 @@ def test_keyed_events_land_where_java_clients_put_them(
     java = {k: p for p, k, _ in read_topic(broker.bootstrap, "java", 7, len(keys))}
     ours = {k: p for p, k, _ in read_topic(broker.bootstrap, "ours", 7, len(keys))}
     assert ours == java
+
+
+def test_send_batch_stores_each_event_where_send_would(
+    broker: BrokerProcess, tmp_path: Path
+) -> None:
+    create_topic(broker.bootstrap, "batch-keyed", 5)
+    create_topic(broker.bootstrap, "batch-unkeyed", 3)
+    agent = _agent(broker, tmp_path, max_event_bytes=1000)
+    keys = [f"user-{i % 17}".encode() for i in range(300)]
+    values = [b"k%d" % i for i in range(300)]
+    values[7] = b"x" * 2000
+    results = agent.send_batch("batch-keyed", values, keys)
+    assert [r.code if r else None for r in results].count("EVENT_TOO_LARGE") == 1
+    assert results[7] is not None and results[7].code == "EVENT_TOO_LARGE"
+    for i in range(5):
+        assert not any(agent.send_batch("batch-unkeyed", [b"u%d-%d" % (i, j) for j in range(50)]))
+    (unknown,) = agent.send_batch("", [b"v"])
+    assert unknown is not None and unknown.code == "INVALID_TOPIC"
+    assert agent.wait_drained(60)
+    agent.close()
+    keyed = read_topic(broker.bootstrap, "batch-keyed", 5, 299)
+    expected = {
+        (partition_for_key(k, 5), k, v)
+        for i, (k, v) in enumerate(zip(keys, values, strict=True))
+        if i != 7
+    }
+    assert len(keyed) == 299 and set(keyed) == expected
+    unkeyed = read_topic(broker.bootstrap, "batch-unkeyed", 3, 250)
+    assert sorted(v for _, _, v in unkeyed) == sorted(
+        b"u%d-%d" % (i, j) for i in range(5) for j in range(50)
+    )
 
 
 def test_broker_down_during_ingest_then_everything_arrives_in_order(

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from weir.agent.config import AgentConfig
-from weir.agent.event import Event, Headers, encode_event
+from weir.agent.event import Event, Headers, encode_event, encode_record, encode_unkeyed
 from weir.agent.link import KafkaLink
 from weir.agent.memory import SpillingQueue
 from weir.agent.metrics import serve_metrics
@@ -114,16 +115,99 @@ class Agent:
         headers: Headers | None = None,
     ) -> None:
         """Store one event durably per its topic's class; raises `SendError` if refused."""
-        event = self.event(topic, value, key, headers)
         try:
-            partition = self._partition(event)
+            size = len(key or b"") + len(value or b"")
+            if headers:
+                size += sum(len(k) + len(v) for k, v in headers)
+            partition = self._route(topic, key, size)
         except SendError as exc:
             self.counts.add(topic, 1, exc)
             raise
-        error = self._store(topic, partition, [event])
+        payload = encode_record(self._clock.milliseconds(), key, value, headers)
+        error = self._store_payloads(topic, partition, [payload])
         self.counts.add(topic, 1, error)
         if error is not None:
             raise error
+
+    def send_batch(
+        self,
+        topic: str,
+        values: Sequence[bytes | None],
+        keys: Sequence[bytes | None] | None = None,
+    ) -> list[SendError | None]:
+        """Store many events of one topic; one result per event, None where it was stored.
+
+        The events share one timestamp and, per partition, one append (a single durable write
+        and, for `events`, a single wait for the flush). Unkeyed events all go to the sticky
+        partition, so they are stored or refused together; keyed events are split by partition
+        as `send` would place them, each partition's share stored or refused together.
+        """
+        results: list[SendError | None] = [None] * len(values)
+        try:
+            count = self._partition_count(topic)
+        except SendError as exc:
+            self.counts.add(topic, len(values), exc)
+            return [exc] * len(values)
+        stamp = self._clock.milliseconds()
+        if keys is None:
+            accepted = self._refuse_oversized(topic, values, None, results)
+            partition = self._sticky.partition(topic, count, len(accepted))
+            if len(accepted) < len(values):
+                payloads = encode_unkeyed(stamp, [values[i] for i in accepted])
+            else:
+                payloads = encode_unkeyed(stamp, values)
+            self._store_share(topic, partition, accepted, payloads, results)
+            return results
+        by_partition: dict[int, list[int]] = defaultdict(list)
+        for index in self._refuse_oversized(topic, values, keys, results):
+            key = keys[index]
+            if key is None:
+                by_partition[self._sticky.partition(topic, count)].append(index)
+            else:
+                by_partition[partition_for_key(key, count)].append(index)
+        for partition, indexes in by_partition.items():
+            payloads = [encode_record(stamp, keys[i], values[i]) for i in indexes]
+            self._store_share(topic, partition, indexes, payloads, results)
+        return results
+
+    def _refuse_oversized(
+        self,
+        topic: str,
+        values: Sequence[bytes | None],
+        keys: Sequence[bytes | None] | None,
+        results: list[SendError | None],
+    ) -> list[int]:
+        """Marks events over `max_event_bytes` refused; returns the indexes of the others."""
+        limit = self.config.max_event_bytes
+        sizes = [len(v or b"") for v in values]
+        if keys is not None:
+            sizes = [size + len(k or b"") for size, k in zip(sizes, keys, strict=True)]
+        if max(sizes, default=0) <= limit:
+            return list(range(len(values)))
+        accepted = []
+        for index, size in enumerate(sizes):
+            if size > limit:
+                results[index] = self._too_large(size)
+                self.counts.add(topic, 1, results[index])
+            else:
+                accepted.append(index)
+        return accepted
+
+    def _store_share(
+        self,
+        topic: str,
+        partition: int,
+        indexes: list[int],
+        payloads: list[bytes],
+        results: list[SendError | None],
+    ) -> None:
+        if not indexes:
+            return
+        error = self._store_payloads(topic, partition, payloads)
+        self.counts.add(topic, len(indexes), error)
+        if error is not None:
+            for index in indexes:
+                results[index] = error
 
     def event(
         self,
@@ -153,27 +237,42 @@ class Agent:
         return results
 
     def _partition(self, event: Event) -> int:
-        if not event.topic or len(event.topic) > 249:
-            raise SendError("INVALID_TOPIC", f"invalid topic name {event.topic!r}")
-        if event.size > self.config.max_event_bytes:
-            raise SendError(
-                "EVENT_TOO_LARGE",
-                f"event of {event.size} bytes exceeds the limit of {self.config.max_event_bytes}",
-            )
+        return self._route(event.topic, event.key, event.size)
+
+    def _route(self, topic: str, key: bytes | None, size: int) -> int:
+        """The partition for an event, once its topic and size were found acceptable."""
+        if size > self.config.max_event_bytes and _valid_topic(topic):
+            raise self._too_large(size)
+        count = self._partition_count(topic)
+        if key is not None:
+            return partition_for_key(key, count)
+        return self._sticky.partition(topic, count)
+
+    def _partition_count(self, topic: str) -> int:
+        if not _valid_topic(topic):
+            raise SendError("INVALID_TOPIC", f"invalid topic name {topic!r}")
         try:
-            count = self.registry.partition_count(event.topic)
+            return self.registry.partition_count(topic)
         except UnknownTopicError as exc:
             raise SendError("UNKNOWN_TOPIC", str(exc)) from exc
         except MetadataUnavailable as exc:
             raise SendError("METADATA_UNAVAILABLE", str(exc)) from exc
-        if event.key is not None:
-            return partition_for_key(event.key, count)
-        return self._sticky.partition(event.topic, count)
+
+    def _too_large(self, size: int) -> SendError:
+        return SendError(
+            "EVENT_TOO_LARGE",
+            f"event of {size} bytes exceeds the limit of {self.config.max_event_bytes}",
+        )
 
     def _store(self, topic: str, partition: int, events: list[Event]) -> SendError | None:
+        return self._store_payloads(topic, partition, [encode_event(e) for e in events])
+
+    def _store_payloads(
+        self, topic: str, partition: int, payloads: list[bytes]
+    ) -> SendError | None:
         queue = self.registry.queue(topic, partition)
         try:
-            queue.append([encode_event(e) for e in events])
+            queue.append(payloads)
         except QueueFullError as exc:
             return SendError("QUEUE_FULL", str(exc))
         return None
@@ -304,3 +403,7 @@ class Agent:
         for queue in self.registry.queues():
             queue.close()
         self._link.close()
+
+
+def _valid_topic(topic: str) -> bool:
+    return 0 < len(topic) <= 249

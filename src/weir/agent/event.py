@@ -8,6 +8,7 @@ Pure functions on bytes; nothing here touches files or sockets.
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 _I64 = struct.Struct(">q")
@@ -39,22 +40,39 @@ def _optional_bytes(data: bytes | None) -> bytes:
 
 _HEAD = struct.Struct(">qi")
 _NO_HEADERS = _U16.pack(0)
+_NULL = _I32.pack(-1)
 
 
 def encode_event(event: Event) -> bytes:
-    if not event.headers:
-        key, value = event.key, event.value
-        head = _HEAD.pack(event.timestamp_ms, -1 if key is None else len(key))
+    return encode_record(event.timestamp_ms, event.key, event.value, event.headers)
+
+
+def encode_record(
+    timestamp_ms: int, key: bytes | None, value: bytes | None, headers: Headers | None = None
+) -> bytes:
+    """The stored form of one event, built from its parts without an `Event` in between."""
+    if not headers:
+        head = _HEAD.pack(timestamp_ms, -1 if key is None else len(key))
         if key is not None:
             head += key
         return head + _optional_bytes(value) + _NO_HEADERS
-    parts = [_I64.pack(event.timestamp_ms), _optional_bytes(event.key)]
-    parts.append(_optional_bytes(event.value))
-    parts.append(_U16.pack(len(event.headers)))
-    for name, value in event.headers:
+    parts = [_I64.pack(timestamp_ms), _optional_bytes(key)]
+    parts.append(_optional_bytes(value))
+    parts.append(_U16.pack(len(headers)))
+    for name, header_value in headers:
         encoded = name.encode()
-        parts += [_U16.pack(len(encoded)), encoded, _optional_bytes(value)]
+        parts += [_U16.pack(len(encoded)), encoded, _optional_bytes(header_value)]
     return b"".join(parts)
+
+
+def encode_unkeyed(timestamp_ms: int, values: Sequence[bytes | None]) -> list[bytes]:
+    """The stored form of many unkeyed events without headers that share one timestamp."""
+    head = _HEAD.pack(timestamp_ms, -1)
+    length = _I32.pack
+    return [
+        head + length(len(v)) + v + _NO_HEADERS if v is not None else head + _NULL + _NO_HEADERS
+        for v in values
+    ]
 
 
 class _Reader:

@@ -52,12 +52,13 @@ class StickyPartitioner:
         self._lock = threading.Lock()
         self._current: dict[str, tuple[int, int]] = {}
 
-    def partition(self, topic: str, partitions: int) -> int:
+    def partition(self, topic: str, partitions: int, events: int = 1) -> int:
+        """The partition for the next `events` unkeyed events of `topic` (kept together)."""
         with self._lock:
             chosen, used = self._current.get(topic, (-1, 0))
             if chosen < 0 or chosen >= partitions or used >= self._batch_events:
                 chosen, used = self._next(chosen, partitions), 0
-            self._current[topic] = (chosen, used + 1)
+            self._current[topic] = (chosen, used + events)
             return chosen
 
     def _next(self, previous: int, partitions: int) -> int:

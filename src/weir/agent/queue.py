@@ -4,13 +4,14 @@
 classes below, `weir.agent.memory.SpillingQueue` the `memory` and `shm` classes.
 
 Durability classes:
-- `events`: an append returns only after an msync covered it. Concurrent callers share one msync
-  (group commit: the first waiter becomes the leader, waits `group_commit_ms` for company, then
-  flushes for everyone). A full queue blocks up to `full_timeout_ms`, then raises `QueueFullError`;
-  nothing accepted is ever dropped.
+- `events`: an append returns only after a flush of the ring (`DiskRing.flush`) that started after
+  its records were written has completed. Concurrent callers share one flush (group commit: the
+  first waiter becomes the leader, waits at most `group_commit_ms` for callers still appending,
+  then flushes for everyone; see `GroupCommit`). A full queue blocks up to `full_timeout_ms`,
+  then raises `QueueFullError`; nothing accepted is ever dropped.
 - `logs`: an append returns once the record is in the mapping (it survives kill -9 through the page
-  cache); a flusher msyncs every `flush_interval_ms`. A full queue overwrites its oldest records and
-  counts them in `dropped`.
+  cache); a flusher flushes the ring every `flush_interval_ms`. A full queue overwrites its
+  oldest records and counts them in `dropped`.
 - `memory`, `shm`: an in-memory queue (process memory, or a ring file under /dev/shm that survives
   a restart of the agent) that spills to disk while the cluster is unreachable; see
   `weir.agent.memory`.
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import enum
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from weir.agent.ring import DiskRing, RecordBatchView, RingFull, RingState
@@ -40,39 +42,83 @@ class QueueFullError(Exception):
 
 
 class GroupCommit:
-    """Leader-based group commit of a ring's msync across concurrent callers."""
+    """Leader-based group commit: one flush of a ring answers every caller whose records it covers.
 
-    def __init__(self, ring: DiskRing, window_ms: float) -> None:
-        self._ring = ring
+    A caller announces itself with `begin` before it appends and takes a ticket with `end` once
+    its records are in the ring; `wait_durable(ticket)` returns only after a flush that started
+    after that ticket was issued has completed. The first waiter finding no flush under way leads:
+    it waits (at most `window_ms`) while callers are still between `begin` and `end`, or until as
+    many callers wait as the previous flush answered (they are likely on their way back), then
+    flushes for every ticket issued so far and wakes its whole group at once.
+    A failed flush acknowledges nobody: its error reaches the leader, and a waiter leads again.
+    """
+
+    def __init__(self, flush: Callable[[], None], window_ms: float) -> None:
+        self._flush = flush
         self._window_s = window_ms / 1000
-        self._condition = threading.Condition()
-        self._requested = 0
-        self._flushed = 0
+        self._lock = threading.Lock()
+        self._gathered = threading.Condition(self._lock)
+        self._waiters: list[threading.Lock] = []
+        self._appending = 0
+        self._issued = 0
+        self._durable = 0
         self._flushing = False
+        self._last_group = 0
+        self.flushes = 0
 
-    def wait_durable(self) -> None:
-        with self._condition:
-            self._requested += 1
-            ticket = self._requested
-            while self._flushed < ticket:
+    def begin(self) -> None:
+        with self._lock:
+            self._appending += 1
+
+    def end(self, appended: bool) -> int:
+        """The caller's records are in the ring (or it gave up); returns its ticket."""
+        with self._lock:
+            self._appending -= 1
+            if appended:
+                self._issued += 1
+            if self._company_arrived():
+                self._gathered.notify()
+            return self._issued
+
+    def wait_durable(self, ticket: int) -> None:
+        while True:
+            with self._lock:
+                if self._durable >= ticket:
+                    return
                 if not self._flushing:
                     self._lead()
-                else:
-                    self._condition.wait()
+                    continue
+                # A lock of its own per waiter: the leader wakes each directly, and a woken
+                # waiter whose ticket was covered returns without touching the shared lock.
+                waiter = threading.Lock()
+                waiter.acquire()
+                self._waiters.append(waiter)
+            waiter.acquire()
+            if self._durable >= ticket:
+                return
+
+    def _company_arrived(self) -> bool:
+        return self._appending == 0 and self._issued - self._durable >= self._last_group
 
     def _lead(self) -> None:
         self._flushing = True
-        if self._window_s > 0:
-            self._condition.wait(self._window_s)
-        covered = self._requested
-        self._condition.release()
         try:
-            self._ring.flush()
+            if self._window_s > 0 and not self._company_arrived():
+                self._gathered.wait_for(self._company_arrived, self._window_s)
+            covered = self._issued
+            self._lock.release()
+            try:
+                self._flush()
+            finally:
+                self._lock.acquire()
+            self._last_group = covered - self._durable
+            self._durable = max(self._durable, covered)
+            self.flushes += 1
         finally:
-            self._condition.acquire()
             self._flushing = False
-        self._flushed = covered
-        self._condition.notify_all()
+            waiters, self._waiters = self._waiters, []
+            for waiter in waiters:
+                waiter.release()
 
 
 class PartitionQueue:
@@ -155,15 +201,21 @@ class DiskQueue(PartitionQueue):
     ) -> None:
         super().__init__(topic=topic, partition=partition, durability=durability, clock=clock)
         self.ring = DiskRing(path, capacity)
-        self._commit = GroupCommit(self.ring, group_commit_ms)
+        self._commit = GroupCommit(self.ring.flush, group_commit_ms)
         self._full_timeout_ms = full_timeout_ms
 
     def append(self, payloads: list[bytes]) -> None:
         if self.durability is Durability.LOGS:
             self.ring.append(payloads, overwrite=True)
         else:
-            self._append_or_wait(payloads)
-            self._commit.wait_durable()
+            self._commit.begin()
+            appended = False
+            try:
+                self._append_or_wait(payloads)
+                appended = True
+            finally:
+                ticket = self._commit.end(appended)
+            self._commit.wait_durable(ticket)
         self._note_data()
 
     def _append_or_wait(self, payloads: list[bytes]) -> None:
@@ -180,6 +232,11 @@ class DiskQueue(PartitionQueue):
                     ) from exc
                 with self._space:
                     self._space.wait(min(remaining, 100) / 1000)
+
+    @property
+    def flushes(self) -> int:
+        """How many group-commit flushes answered `events` callers so far."""
+        return self._commit.flushes
 
     def peek(self, max_records: int, max_bytes: int) -> RecordBatchView:
         return self.ring.peek(max_records, max_bytes)

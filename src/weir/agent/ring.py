@@ -29,6 +29,7 @@ from __future__ import annotations
 import mmap
 import os
 import struct
+import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +45,7 @@ _HEADER_CRC = struct.Struct(">I")
 _SLOT_SIZE = 64
 _RECORD = struct.Struct(">IIQ")
 _SEQUENCE = struct.Struct(">Q")
+_LENGTH_AND_CRC = struct.Struct(">II")
 RECORD_OVERHEAD = _RECORD.size
 
 
@@ -103,16 +105,17 @@ class DiskRing:
 
     def append(self, payloads: list[bytes], *, overwrite: bool) -> int:
         """Store the payloads in order; returns how many old records were overwritten."""
-        needed = sum(RECORD_OVERHEAD + len(p) for p in payloads)
+        needed = RECORD_OVERHEAD * len(payloads) + sum(map(len, payloads))
         if needed > self.capacity:
             raise RingFull(f"{needed} bytes can never fit a ring of {self.capacity} bytes")
+        if not payloads:
+            return 0
         with self._lock:
             evicted = self._make_room(needed, overwrite)
             if evicted:
                 # The new read position must be on disk before its old records are overwritten.
                 self._write_header()
-            for payload in payloads:
-                self._write_record(payload)
+            self._write_records(payloads)
             return evicted
 
     def peek(self, max_records: int, max_bytes: int) -> RecordBatchView:
@@ -140,8 +143,21 @@ class DiskRing:
             self._write_header()
 
     def flush(self) -> None:
-        """Make everything appended so far durable (msync of the mapping)."""
-        self._map.flush()
+        """Make everything appended so far durable; other threads keep running meanwhile.
+
+        On Linux the kernel tracks the pages written through the shared mapping, so `fdatasync`
+        writes them and waits for the device exactly as `msync(MS_SYNC)` would, but it lets go
+        of the interpreter lock while it waits (the mapping's own flush does not). The file's size
+        never changes, so a data sync covers everything recovery reads. Elsewhere the mapping is
+        msynced and the file fsynced.
+        """
+        if self._map.closed:
+            return
+        if sys.platform == "linux":
+            os.fdatasync(self._file.fileno())
+        else:
+            self._map.flush()
+            os.fsync(self._file.fileno())
 
     def state(self) -> RingState:
         with self._lock:
@@ -178,19 +194,26 @@ class DiskRing:
         self.dropped += evicted
         return evicted
 
-    def _write_record(self, payload: bytes) -> None:
+    def _write_records(self, payloads: list[bytes]) -> None:
+        """Frame and checksum each payload, then copy the whole run into the ring at once."""
         sequence = self._write_sequence
-        checksum = crc32c.crc32c(_SEQUENCE.pack(sequence) + payload)
-        record = _RECORD.pack(len(payload), checksum, sequence) + payload
+        parts: list[bytes] = []
+        for payload in payloads:
+            prefix = _SEQUENCE.pack(sequence)
+            checksum = crc32c.crc32c(payload, crc32c.crc32c(prefix))
+            parts.append(_LENGTH_AND_CRC.pack(len(payload), checksum) + prefix)
+            parts.append(payload)
+            sequence += 1
+        run = b"".join(parts) if len(parts) > 2 else parts[0] + parts[1]
         position = self._write_position
         offset = position % self.capacity
-        if offset + len(record) <= self.capacity:
+        if offset + len(run) <= self.capacity:
             start = DATA_START + offset
-            self._map[start : start + len(record)] = record
+            self._map[start : start + len(run)] = run
         else:
-            self._put(position, record)
-        self._write_position = position + len(record)
-        self._write_sequence = sequence + 1
+            self._put(position, run)
+        self._write_position = position + len(run)
+        self._write_sequence = sequence
 
     def _read_record_at(self, position: int) -> tuple[bytes, int]:
         length, _, _ = _RECORD.unpack(self._get(position, RECORD_OVERHEAD))
