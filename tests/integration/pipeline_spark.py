@@ -8,10 +8,12 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -225,3 +227,103 @@ class LogsJobProcess:
 
     def output(self) -> str:
         return (self.root / f"job-{self.runs}.log").read_text(errors="replace")[-4000:]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+class StandaloneCluster:
+    """A Spark standalone master and one worker, started with ``bin/spark-class`` from the
+    pyspark installation, each in its own process group (the worker's executors and their
+    Python workers included), bound to 127.0.0.1."""
+
+    def __init__(self, root: Path, *, cores: int = 1, memory: str = "1g") -> None:
+        from pyspark.find_spark_home import _find_spark_home
+
+        self.spark_home = Path(_find_spark_home())
+        self.root = root
+        self.work_dir = root / "work"
+        self.port, self.ui_port, self.worker_ui_port = free_port(), free_port(), free_port()
+        self.cores, self.memory = cores, memory
+        self.env = {**os.environ, "SPARK_HOME": str(self.spark_home),
+                    "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOG_DIR": str(root / "logs"),
+                    "PYSPARK_PYTHON": sys.executable}  # fmt: skip
+        self.processes: dict[str, subprocess.Popen[bytes]] = {}
+
+    @property
+    def master_url(self) -> str:
+        return f"spark://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 180) -> None:
+        spark_class = str(self.spark_home / "bin" / "spark-class")
+        self._spawn("master", [spark_class, "org.apache.spark.deploy.master.Master",
+                               "--host", "127.0.0.1", "--port", str(self.port),
+                               "--webui-port", str(self.ui_port)])  # fmt: skip
+        self.wait_for(lambda: self.status() is not None, "the master's web UI", timeout)
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self._spawn("worker", [spark_class, "org.apache.spark.deploy.worker.Worker",
+                               self.master_url, "--host", "127.0.0.1",
+                               "--cores", str(self.cores), "--memory", self.memory,
+                               "--webui-port", str(self.worker_ui_port),
+                               "--work-dir", str(self.work_dir)])  # fmt: skip
+        self.wait_for(
+            lambda: (self.status() or {}).get("aliveworkers", 0) >= 1,
+            "the worker to register",
+            timeout,
+        )
+
+    def status(self) -> dict[str, Any] | None:
+        """The master's JSON status page, or None while it does not answer."""
+        url = f"http://127.0.0.1:{self.ui_port}/json/"
+        try:
+            with urllib.request.urlopen(url, timeout=5) as answer:
+                document: dict[str, Any] = json.load(answer)
+                return document
+        except (OSError, ValueError):
+            return None
+
+    def wait_for(self, condition: Any, what: str, timeout: float = 180) -> None:
+        deadline = time.monotonic() + timeout
+        while not condition():
+            for name, process in self.processes.items():
+                assert process.poll() is None, f"the {name} exited:\n{self.output(name)}"
+            assert time.monotonic() < deadline, f"timed out waiting for {what}"
+            time.sleep(0.5)
+
+    def output(self, name: str) -> str:
+        return (self.root / f"{name}.log").read_text(errors="replace")[-4000:]
+
+    def stop(self) -> None:
+        """Kills the worker (with its executors) and the master."""
+        for name in ("worker", "master"):
+            process = self.processes.pop(name, None)
+            if process is None:
+                continue
+            for pid in session_members(process.pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            process.wait(60)
+
+    def _spawn(self, name: str, command: list[str]) -> None:
+        with (self.root / f"{name}.log").open("wb") as log:
+            self.processes[name] = subprocess.Popen(
+                command, stdout=log, stderr=subprocess.STDOUT, env=self.env,
+                cwd=self.root, start_new_session=True,
+            )  # fmt: skip
+
+
+def session_members(session: int) -> list[int]:
+    """The processes of a session (a child started with ``start_new_session``), the leader
+    first: also those that moved to process groups of their own within it."""
+    members = [session]
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            pid = int(stat.parent.name)
+            if int(fields[3]) == session and pid != session:
+                members.append(pid)
+    return members

@@ -85,6 +85,7 @@ PARSED_ARROW = pa.schema(
 )
 PARSED_FIELDS = ("source", "level", "component", "pid", "message", "template")
 QUARANTINE_FIELDS = ("source", "line", "reason", "detail")
+LOGS_PARTITIONING = ("source", "date", "hour")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -285,9 +286,14 @@ def checkpoint_query_id(job: LogsJob) -> str:
 
 
 def write_tables(parsed: DataFrame, staging: Path, batch_id: int) -> dict[str, int]:
-    """Writes the batch's three tables under ``staging`` and counts its rows."""
+    """Writes the batch's three tables under ``staging`` and counts its rows.
+
+    The logs are shuffled by their table partition first, so each ``source/date/hour``
+    directory gets one file per batch rather than one per input task.
+    """
     logs = logs_table(parsed)
-    logs.write.partitionBy("source", "date", "hour").parquet(str(staging / "logs"))
+    by_directory = logs.repartition(*LOGS_PARTITIONING)
+    by_directory.write.partitionBy(*LOGS_PARTITIONING).parquet(str(staging / "logs"))
     quarantine_table(parsed).write.parquet(str(staging / "quarantine"))
     metrics_minute_table(logs, batch_id).write.parquet(str(staging / "metrics_minute"))
     counts = {row["parsed"]: row["count"] for row in parsed.groupBy("parsed").count().collect()}

@@ -1,0 +1,228 @@
+"""Spark pipeline benchmark: rows/s from a topic of raw log lines to the Parquet warehouse with the
+log ETL job on local[2], beside the raw consume rate of the same topic with confluent-kafka and
+the parse-only rate of the job's parser, in one run.
+
+Starts `weir broker start` (single node) on an ephemeral port and produces --records real log
+lines (the Loghub samples shipped in weir.cli.demo_data, cycled, each keyed by its source) into a
+--partitions topic. Then:
+- raw consume: one confluent-kafka consumer assigned to every partition from offset 0, a bare
+  `consume(10000)` loop that counts (fetch.queue.backoff.ms=1), timed from the first record to
+  the last; the median of --repeat runs;
+- ETL: `run_logs_job` with `--once` semantics (an available-now trigger) on a local[2] session
+  configured as `weir pipeline logs` configures it, into a fresh warehouse; timed from the start
+  of the query to its end (the session's startup is reported apart);
+- parse only: `weir.pipeline.logs_job.parse_batches` over the same lines in Arrow batches of
+  the reader's size, in this process, for reference.
+Writes JSON to bench/results/pipeline.json (or --out) and prints it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa  # type: ignore[import-untyped]
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from weir.pipeline.kafka_io import BATCH_RECORDS
+from weir.pipeline.logs_job import LogsJob, parse_batches, run_logs_job
+from weir.pipeline.session import weir_session
+
+TOPIC = "bench-loglines"
+DEMO_DATA = Path(__file__).resolve().parents[1] / "src" / "weir" / "cli" / "demo_data"
+TIMEOUT_S = 600
+SPARK_CONFIG = {
+    "spark.driver.memory": "1g",
+    "spark.sql.shuffle.partitions": "4",
+    "spark.ui.showConsoleProgress": "false",
+}
+
+
+def start_broker(scratch: Path) -> tuple[subprocess.Popen[bytes], str]:
+    ready = scratch / "ready"
+    command = [sys.executable, "-m", "weir.cli.main", "broker", "start",
+               "--data-dir", str(scratch / "data"), "--listen", "127.0.0.1:0",
+               "--ready-file", str(ready)]  # fmt: skip
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while not (ready.exists() and ready.read_text().strip()):
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError("broker did not start")
+        time.sleep(0.05)
+    return process, ready.read_text().strip()
+
+
+def demo_records() -> list[tuple[bytes, bytes]]:
+    """(source key, line) of every shipped sample line."""
+    records = []
+    for path in sorted(DEMO_DATA.glob("*.log.gz")):
+        source = path.name.split("_", 1)[0].lower().encode()
+        with gzip.open(path, "rt", encoding="utf-8", errors="replace") as text:
+            records += [(source, line.encode()) for line in text.read().splitlines()]
+    return records
+
+
+def cycled(records: list[tuple[bytes, bytes]], count: int) -> list[tuple[bytes, bytes]]:
+    return [records[n % len(records)] for n in range(count)]
+
+
+def produce(bootstrap: str, records: list[tuple[bytes, bytes]], partitions: int) -> float:
+    """Produces the records round-robin over the partitions; returns the seconds it took."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(TOPIC, partitions, 1)])[TOPIC].result(30)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "1",
+                         "batch.size": 1_000_000, "queue.buffering.max.messages": 2_000_000,
+                         "log_level": 3})  # fmt: skip
+    started = time.perf_counter()
+    for n, (key, value) in enumerate(records):
+        while True:
+            try:
+                producer.produce(TOPIC, value, key, partition=n % partitions)
+                break
+            except BufferError:
+                producer.poll(0.01)
+    if producer.flush(120):
+        raise RuntimeError("not every record was acknowledged")
+    return time.perf_counter() - started
+
+
+def raw_consume(bootstrap: str, expected: int, partitions: int) -> dict[str, Any]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-raw",
+                         "enable.auto.commit": False, "fetch.queue.backoff.ms": 1,
+                         "log_level": 3})  # fmt: skip
+    consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(partitions)])
+    seen = 0
+    first = 0.0
+    deadline = time.monotonic() + TIMEOUT_S
+    while seen < expected and time.monotonic() < deadline:
+        messages = consumer.consume(10_000, 0.1)
+        if messages and not first:
+            first = time.perf_counter()
+        seen += len(messages)
+    seconds = time.perf_counter() - first
+    consumer.close()
+    return {"records": seen, "seconds": round(seconds, 3), "records_per_s": round(seen / seconds)}
+
+
+def etl(bootstrap: str, scratch: Path, run: int) -> dict[str, Any]:
+    started = time.perf_counter()
+    spark = weir_session(master="local[2]", app_name="weir bench pipeline", config=SPARK_CONFIG)
+    spark.sparkContext.setLogLevel("ERROR")
+    startup = time.perf_counter() - started
+    job = LogsJob(
+        bootstrap=bootstrap,
+        topic=TOPIC,
+        warehouse=scratch / f"warehouse-{run}",
+        checkpoint=scratch / f"checkpoint-{run}",
+        once=True,
+    )
+    try:
+        started = time.perf_counter()
+        summary = run_logs_job(spark, job)
+        seconds = time.perf_counter() - started
+    finally:
+        spark.stop()
+    return {
+        "records": summary.records,
+        "logs": summary.logs,
+        "quarantined": summary.quarantined,
+        "batches": summary.batches,
+        "seconds": round(seconds, 3),
+        "rows_per_s": round(summary.records / seconds),
+        "session_startup_seconds": round(startup, 3),
+    }
+
+
+def parse_only(records: list[tuple[bytes, bytes]]) -> dict[str, Any]:
+    batches = []
+    for begin in range(0, len(records), BATCH_RECORDS):
+        chunk = records[begin : begin + BATCH_RECORDS]
+        batches.append(
+            pa.RecordBatch.from_pydict(
+                {
+                    "key": pa.array([k for k, _ in chunk], pa.binary()),
+                    "value": pa.array([v for _, v in chunk], pa.binary()),
+                    "topic": pa.array([TOPIC] * len(chunk), pa.string()),
+                    "partition": pa.array([0] * len(chunk), pa.int32()),
+                    "offset": pa.array(range(begin, begin + len(chunk)), pa.int64()),
+                }
+            )
+        )
+    started = time.perf_counter()
+    rows = sum(batch.num_rows for batch in parse_batches(iter(batches)))
+    seconds = time.perf_counter() - started
+    return {"records": rows, "seconds": round(seconds, 3), "rows_per_s": round(rows / seconds)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--partitions", type=int, default=2)
+    parser.add_argument("--repeat", type=int, default=3, help="raw consume runs")
+    parser.add_argument("--etl-repeat", type=int, default=1, help="ETL runs")
+    parser.add_argument("--parse-records", type=int, default=200_000)
+    parser.add_argument(
+        "--out", type=Path, default=Path(__file__).parent / "results" / "pipeline.json"
+    )
+    args = parser.parse_args()
+    samples = demo_records()
+    records = cycled(samples, args.records)
+    with tempfile.TemporaryDirectory(prefix="weir-bench-") as scratch:
+        process, bootstrap = start_broker(Path(scratch))
+        try:
+            produce_s = produce(bootstrap, records, args.partitions)
+            raw = [
+                raw_consume(bootstrap, args.records, args.partitions) for _ in range(args.repeat)
+            ]
+            etls = [etl(bootstrap, Path(scratch), n) for n in range(args.etl_repeat)]
+        finally:
+            process.terminate()
+            process.wait(30)
+    parse = parse_only(records[: args.parse_records])
+    raw_rate = statistics.median(r["records_per_s"] for r in raw)
+    etl_rate = statistics.median(r["rows_per_s"] for r in etls)
+    report = {
+        "benchmark": "pipeline",
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "settings": {
+            "records": args.records,
+            "partitions": args.partitions,
+            "lines": f"{len(samples)} Loghub sample lines cycled, keyed by source",
+            "mean_line_bytes": round(sum(len(v) for _, v in samples) / len(samples), 1),
+            "raw_consume": "one consumer, assign, consume(10000), fetch.queue.backoff.ms=1",
+            "etl": "weir pipeline logs --once on local[2], available-now, one query",
+            "spark": SPARK_CONFIG,
+            "parse_records": args.parse_records,
+            "repeat": args.repeat,
+            "etl_repeat": args.etl_repeat,
+        },
+        "produce_seconds": round(produce_s, 3),
+        "raw_consume": {"records_per_s": round(raw_rate), "runs": raw},
+        "etl": {"rows_per_s": round(etl_rate), "runs": etls},
+        "parse_only": parse,
+        "etl_vs_raw_consume": round(etl_rate / raw_rate, 3),
+        "targets": {
+            "etl_rows_per_s": 250_000,
+            "etl_vs_raw_consume": 0.5,
+            "met": etl_rate >= 250_000 and etl_rate >= raw_rate / 2,
+        },
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    print(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
