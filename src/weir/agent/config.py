@@ -38,8 +38,7 @@ from typing import Any
 
 from weir.agent.queue import Durability
 from weir.agent.tail import TailInput, parse_inputs
-
-DEFAULT_SOCKET = "/tmp/weir-agent.sock"
+from weir.agent.wire import DEFAULT_SOCKET
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 
 from weir.agent.event import Event, decode_event, encode_event
 
+DEFAULT_SOCKET = "/tmp/weir-agent.sock"  # where the agent listens unless told otherwise
+
 PREAMBLE = b"WEIR\x01"
 _LENGTH = struct.Struct(">I")
 _REQUEST_HEAD = struct.Struct(">BI")

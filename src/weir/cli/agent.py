@@ -18,12 +18,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from weir.agent.agent import Agent
 from weir.agent.client import AgentClient
-from weir.agent.config import DEFAULT_SOCKET, load_config
 from weir.agent.event import Event
-from weir.agent.server import AgentSocketServer
-from weir.agent.tail import parse_tail_flag
+from weir.agent.wire import DEFAULT_SOCKET
 
 
 def register(commands: Any) -> None:
@@ -51,6 +48,11 @@ def register(commands: Any) -> None:
 
 
 def run_start(args: argparse.Namespace) -> int:
+    from weir.agent.agent import Agent
+    from weir.agent.config import load_config
+    from weir.agent.server import AgentSocketServer
+    from weir.agent.tail import parse_tail_flag
+
     config = load_config(args.config)
     config = config.with_overrides(
         socket=args.socket,

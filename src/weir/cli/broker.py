@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 from weir.broker.config import BrokerConfig, parse_host_port
-from weir.broker.server import run
 
 
 def register(commands: Any) -> None:
@@ -39,4 +38,6 @@ def run_start(args: argparse.Namespace) -> int:
     config = BrokerConfig.load(args.config, **overrides)
     if config.zookeeper:
         raise SystemExit("weir: cluster mode (--zookeeper) is not available yet")
+    from weir.broker.server import run
+
     return run(config, ready_file=args.ready_file)
