@@ -4,7 +4,9 @@ Installs the peers from Debian's packages when missing (apt-get, as root), start
 a child process on 127.0.0.1 with its data in a temporary directory, and stops them all at the
 end, on error and on Ctrl-C alike. Each system then runs the same workloads through its own
 client from PyPI: the Kafka paper's producer (200-byte messages, windows of 1 and of 50, each
-window acknowledged before the next), one consumer reading everything from the start, the same
+window acknowledged before the next), one consumer reading everything from the start, a
+pipelined producer (about --in-flight messages kept unacknowledged, more sent as acknowledgements
+arrive, timed from the first send to the last acknowledgement), the windowed producer and consumer
 with 1 KiB messages, and end-to-end latency at a fixed rate. Beside them: loopback TCP
 throughput and round trip, page-cache and fsync'd write throughput of the data disk.
 
@@ -71,6 +73,19 @@ def parse_args() -> argparse.Namespace:
         help="200-byte messages produced one at a time",
     )
     parser.add_argument(
+        "--pipelined-messages",
+        type=int,
+        default=None,
+        help="200-byte messages produced pipelined (default: as many as --messages)",
+    )
+    parser.add_argument(
+        "--in-flight",
+        type=int,
+        default=report.IN_FLIGHT,
+        help="pipelined producer: messages kept unacknowledged (RabbitMQ, NATS) or per "
+        "pipeline (Redis); weir's client bounds its own",
+    )
+    parser.add_argument(
         "--large-messages",
         type=int,
         default=200_000,
@@ -103,6 +118,8 @@ def parse_args() -> argparse.Namespace:
     if args.quick:
         for name, value in QUICK.items():
             setattr(args, name, value)
+    if args.pipelined_messages is None:
+        args.pipelined_messages = args.messages
     return args
 
 
@@ -126,8 +143,14 @@ def run_system(
         if w.kind == "produce":
             name = topic_name(system, w)
             driver.prepare(name)
-            run = driver.produce(name, w.count, w.message_bytes, w.batch, deadline)
-            got = throughput(run.messages, w.message_bytes, run.seconds, w.count)
+            if w.in_flight:
+                run = driver.pipelined(name, w.count, w.message_bytes, w.in_flight, deadline)
+            else:
+                run = driver.produce(name, w.count, w.message_bytes, w.batch, deadline)
+            got = {
+                **throughput(run.messages, w.message_bytes, run.seconds, w.count),
+                "failed": run.failed,
+            }
             produced[w.key] = (name, run.messages)
             if w.key not in read_later:
                 driver.drop(name)
@@ -155,6 +178,8 @@ def run_system(
 def _brief(got: dict[str, Any]) -> str:
     if "msgs_per_s" in got:
         done = "" if got["complete"] else f" (stopped at {got['messages']:,})"
+        if got.get("failed"):
+            done += f" ({got['failed']:,} refused)"
         return f"{got['msgs_per_s']:,} msgs/s, {got['mb_per_s']} MB/s{done}"
     return f"p50 {got['p50_ms']} ms, p99 {got['p99_ms']} ms, p99.9 {got['p999_ms']} ms"
 
@@ -217,6 +242,8 @@ def main() -> int:
         large_messages=args.large_messages,
         rate=args.rate,
         latency_seconds=args.latency_seconds,
+        pipelined_messages=args.pipelined_messages,
+        in_flight=args.in_flight,
     )
     started_at = datetime.now(UTC)
     out = args.out or Path(__file__).parent / "results" / (

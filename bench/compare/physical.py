@@ -3,7 +3,8 @@
 - loopback TCP: bulk throughput of one sender and one receiver over 127.0.0.1, and the round
   trip of a 200-byte ping-pong (the floor under any acknowledged request);
 - the data disk: page-cache write throughput (no fsync), and writes each followed by fdatasync
-  at the sizes the workloads make durable one at a time (one message, one window of 50).
+  at the sizes the workloads make durable one at a time (one message, one window of 50, the
+  messages a pipelined producer keeps in flight).
 """
 
 from __future__ import annotations

@@ -3,10 +3,14 @@
 A driver's `produce(name, count, size, batch, deadline)` sends `count` messages of `size` bytes
 in windows of `batch`: it sends a window, waits until the broker has acknowledged every message
 in it, and only then sends the next (batch 1 = each message acknowledged before the next is
-sent). `consume(name, expected, deadline)` reads the stream from its start. Both return a `Run`
-timed from the first send or receive call, after connecting. `latency(name, rate, seconds)`
-sends messages at a fixed rate, each acknowledged before the next, while a second connection
-receives them, and returns the send-to-receive times in milliseconds.
+sent). `pipelined(name, count, size, in_flight, deadline)` sends the same without waiting per
+window: it keeps a bounded number of messages unacknowledged (about `in_flight`; each driver's
+settings say exactly how it is bounded), sends more as acknowledgements arrive, and is timed from
+the first send to the last acknowledgement. `consume(name, expected, deadline)` reads the stream
+from its start. All three return a `Run` timed from the first send or receive call, after
+connecting, counting the messages acknowledged and, apart, those the broker refused.
+`latency(name, rate, seconds)` sends messages at a fixed rate, each acknowledged before the next,
+while a second connection receives them, and returns the send-to-receive times in milliseconds.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ STAMP = struct.Struct(">q")
 class Run:
     messages: int
     seconds: float
+    failed: int = 0
 
 
 class Driver(Protocol):
@@ -32,6 +37,9 @@ class Driver(Protocol):
 
     def prepare(self, name: str) -> None: ...
     def produce(self, name: str, count: int, size: int, batch: int, deadline: float) -> Run: ...
+    def pipelined(
+        self, name: str, count: int, size: int, in_flight: int, deadline: float
+    ) -> Run: ...
     def consume(self, name: str, expected: int, deadline: float) -> Run: ...
     def latency(self, name: str, rate: int, seconds: float) -> list[float]: ...
     def drop(self, name: str) -> None: ...

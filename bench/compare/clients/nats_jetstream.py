@@ -25,6 +25,10 @@ class NatsDriver:
             "publish": {
                 "batch 1": "await js.publish per message",
                 "window": "js.publish_async N messages, then gather all N acks",
+                "pipelined": "js.publish_async every message on a context whose "
+                "publish_async_max_pending is the workload's in_flight (recorded with it), so "
+                "publish_async waits while that many acks are outstanding; then "
+                "publish_async_completed(); error replies counted as failures",
             },
             "consume": {
                 "consumer": "ephemeral pull, ack_policy none, deliver all",
@@ -72,6 +76,30 @@ class NatsDriver:
         seconds = time.perf_counter() - started
         await nc.close()
         return Run(acked, seconds)
+
+    def pipelined(self, name: str, count: int, size: int, in_flight: int, deadline: float) -> Run:
+        return asyncio.run(self._pipelined(name, count, payload(size), in_flight, deadline))
+
+    async def _pipelined(
+        self, name: str, count: int, body: bytes, in_flight: int, deadline: float
+    ) -> Run:
+        nc = await nats.connect(self.url)
+        js = nc.jetstream(publish_async_max_pending=in_flight)
+        outcome = [0, 0]  # acknowledged, failed
+
+        def settled(future: asyncio.Future[Any]) -> None:
+            outcome[future.cancelled() or future.exception() is not None] += 1
+
+        started = time.perf_counter()
+        for n in range(count):
+            if n % 1_000 == 0 and time.monotonic() > deadline:
+                break
+            future = await js.publish_async(name, body)
+            future.add_done_callback(settled)
+        await asyncio.wait_for(js.publish_async_completed(), 60)
+        seconds = time.perf_counter() - started
+        await nc.close()
+        return Run(outcome[0], seconds, failed=outcome[1])
 
     def consume(self, name: str, expected: int, deadline: float) -> Run:
         return asyncio.run(self._consume(name, expected, deadline))

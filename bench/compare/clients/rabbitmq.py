@@ -43,6 +43,9 @@ class RabbitDriver:
                 "publisher confirms": True,
                 "connection": "SelectConnection (asynchronous)",
                 "window": "publish N, wait for all N confirms",
+                "pipelined": "publish while fewer than the workload's in_flight (recorded with "
+                "it) are unconfirmed; each confirm or nack, single or multiple (every tag up to "
+                "it), frees room for as many as it settles; nacks counted as failures",
             },
             "consume": consume,
             "latency publisher": "BlockingConnection, confirm each message",
@@ -58,6 +61,12 @@ class RabbitDriver:
 
     def produce(self, name: str, count: int, size: int, batch: int, deadline: float) -> Run:
         publisher = _WindowedPublisher(self.params, name, payload(size), count, batch, deadline)
+        return publisher.run()
+
+    def pipelined(self, name: str, count: int, size: int, in_flight: int, deadline: float) -> Run:
+        publisher = _PipelinedPublisher(
+            self.params, name, payload(size), count, in_flight, deadline
+        )
         return publisher.run()
 
     def _consume_channel(self, connection: pika.BlockingConnection) -> Any:
@@ -127,23 +136,13 @@ class RabbitDriver:
         return samples
 
 
-class _WindowedPublisher:
-    """Publishes `count` messages in windows of `batch` on an asynchronous connection: a window
-    goes out, and the next follows once the broker has confirmed every message in it."""
+class _Publisher:
+    """A publisher on an asynchronous connection with publisher confirms: the ioloop runs until
+    the subclass closes the connection, and `run` returns what was confirmed."""
 
-    def __init__(
-        self,
-        params: pika.ConnectionParameters,
-        queue: str,
-        body: bytes,
-        count: int,
-        batch: int,
-        deadline: float,
-    ) -> None:
-        self.queue, self.body, self.batch = queue, body, batch
-        self.windows = windows(count, batch, deadline)
-        self.pending: set[int] = set()
-        self.published = self.confirmed = 0
+    def __init__(self, params: pika.ConnectionParameters, queue: str, body: bytes) -> None:
+        self.queue, self.body = queue, body
+        self.published = self.confirmed = self.nacked = 0
         self.started = self.finished = 0.0
         self.error: str | None = None
         self.connection = pika.SelectConnection(
@@ -157,7 +156,7 @@ class _WindowedPublisher:
         self.connection.ioloop.start()
         if self.error is not None:
             raise RuntimeError(f"rabbitmq publish failed: {self.error}")
-        return Run(self.confirmed, self.finished - self.started)
+        return Run(self.confirmed, self.finished - self.started, failed=self.nacked)
 
     def _on_open(self, connection: Any) -> None:
         connection.channel(on_open_callback=self._on_channel)
@@ -177,18 +176,48 @@ class _WindowedPublisher:
 
     def _on_confirm_mode(self, _frame: Any) -> None:
         self.started = time.perf_counter()
-        self._send_window()
+        self._send()
 
-    def _send_window(self) -> None:
+    def _publish(self) -> None:
+        self.published += 1
+        self.channel.basic_publish("", self.queue, self.body, PERSISTENT)
+
+    def _finish(self) -> None:
+        self.finished = time.perf_counter()
+        self.connection.close()
+
+    def _send(self) -> None:
+        raise NotImplementedError
+
+    def _on_confirm(self, frame: Any) -> None:
+        raise NotImplementedError
+
+
+class _WindowedPublisher(_Publisher):
+    """Publishes `count` messages in windows of `batch`: a window goes out, and the next follows
+    once the broker has confirmed every message in it."""
+
+    def __init__(
+        self,
+        params: pika.ConnectionParameters,
+        queue: str,
+        body: bytes,
+        count: int,
+        batch: int,
+        deadline: float,
+    ) -> None:
+        self.windows = windows(count, batch, deadline)
+        self.pending: set[int] = set()
+        super().__init__(params, queue, body)
+
+    def _send(self) -> None:
         n = next(self.windows, 0)
         if n == 0:
-            self.finished = time.perf_counter()
-            self.connection.close()
+            self._finish()
             return
         for _ in range(n):
-            self.published += 1
+            self._publish()
             self.pending.add(self.published)
-            self.channel.basic_publish("", self.queue, self.body, PERSISTENT)
 
     def _on_confirm(self, frame: Any) -> None:
         method = frame.method
@@ -204,4 +233,78 @@ class _WindowedPublisher:
         self.confirmed += len(done & self.pending)
         self.pending -= done
         if not self.pending:
-            self._send_window()
+            self._send()
+
+
+class _PipelinedPublisher(_Publisher):
+    """Publishes `count` messages keeping up to `in_flight` unconfirmed: every confirm (or
+    nack), single or multiple, makes room for as many new messages as it settles. A nack counts
+    as a failed message. Ends at the last confirm once every message is out, or at the first
+    confirm after `deadline` with everything sent by then settled."""
+
+    def __init__(
+        self,
+        params: pika.ConnectionParameters,
+        queue: str,
+        body: bytes,
+        count: int,
+        in_flight: int,
+        deadline: float,
+    ) -> None:
+        self.count, self.in_flight, self.deadline = count, in_flight, deadline
+        self.settled = _Settled()
+        self.sending = True
+        super().__init__(params, queue, body)
+
+    def _send(self) -> None:
+        if self.sending and (self.published >= self.count or time.monotonic() > self.deadline):
+            self.sending = False
+        if self.sending:
+            room = min(
+                self.in_flight - (self.published - self.settled.count), self.count - self.published
+            )
+            for _ in range(room):
+                self._publish()
+        elif self.settled.count >= self.published:
+            self._finish()
+
+    def _on_confirm(self, frame: Any) -> None:
+        method = frame.method
+        settled = self.settled.settle(method.delivery_tag, multiple=method.multiple)
+        if isinstance(method, Basic.Nack):
+            self.nacked += settled
+        else:
+            self.confirmed += settled
+        self._send()
+
+
+class _Settled:
+    """Which of the delivery tags 1, 2, 3, ... a channel has settled, without a set of them all:
+    every tag below `low` is settled, and `above` holds those settled singly beyond it (none
+    while the broker confirms in order)."""
+
+    def __init__(self) -> None:
+        self.low = 1
+        self.above: set[int] = set()
+        self.count = 0
+
+    def settle(self, tag: int, *, multiple: bool) -> int:
+        """Marks `tag` (and with `multiple`, every tag up to it) settled; returns how many tags
+        were not settled before."""
+        if multiple:
+            if tag < self.low:
+                return 0
+            beyond = {t for t in self.above if t <= tag}
+            newly = tag - self.low + 1 - len(beyond)
+            self.above -= beyond
+            self.low = tag + 1
+        else:
+            if tag < self.low or tag in self.above:
+                return 0
+            self.above.add(tag)
+            newly = 1
+        while self.low in self.above:
+            self.above.remove(self.low)
+            self.low += 1
+        self.count += newly
+        return newly
