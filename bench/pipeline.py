@@ -12,7 +12,9 @@ lines (the Loghub samples shipped in weir.cli.demo_data, cycled, each keyed by i
   configured as `weir pipeline logs` configures it, into a fresh warehouse; timed from the start
   of the query to its end (the session's startup is reported apart);
 - parse only: `weir.pipeline.logs_job.parse_batches` over the same lines in Arrow batches of
-  the reader's size, in this process, for reference.
+  the size the job hands its parser, in this process, for reference; and again over the sample
+  lines once each (``parse_only_samples_once``), where no line repeats except as the samples
+  repeat themselves (the parser templates each distinct message of a batch once).
 Writes JSON to bench/results/pipeline.json (or --out) and prints it.
 """
 
@@ -35,8 +37,7 @@ import pyarrow as pa  # type: ignore[import-untyped]
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from weir.pipeline.kafka_io import BATCH_RECORDS
-from weir.pipeline.logs_job import LogsJob, parse_batches, run_logs_job
+from weir.pipeline.logs_job import PARSE_BATCH_RECORDS, LogsJob, parse_batches, run_logs_job
 from weir.pipeline.session import weir_session
 
 TOPIC = "bench-loglines"
@@ -146,8 +147,8 @@ def etl(bootstrap: str, scratch: Path, run: int) -> dict[str, Any]:
 
 def parse_only(records: list[tuple[bytes, bytes]]) -> dict[str, Any]:
     batches = []
-    for begin in range(0, len(records), BATCH_RECORDS):
-        chunk = records[begin : begin + BATCH_RECORDS]
+    for begin in range(0, len(records), PARSE_BATCH_RECORDS):
+        chunk = records[begin : begin + PARSE_BATCH_RECORDS]
         batches.append(
             pa.RecordBatch.from_pydict(
                 {
@@ -190,6 +191,7 @@ def main() -> int:
             process.terminate()
             process.wait(30)
     parse = parse_only(records[: args.parse_records])
+    parse_distinct = parse_only(samples)
     raw_rate = statistics.median(r["records_per_s"] for r in raw)
     etl_rate = statistics.median(r["rows_per_s"] for r in etls)
     report = {
@@ -211,6 +213,7 @@ def main() -> int:
         "raw_consume": {"records_per_s": round(raw_rate), "runs": raw},
         "etl": {"rows_per_s": round(etl_rate), "runs": etls},
         "parse_only": parse,
+        "parse_only_samples_once": parse_distinct,
         "etl_vs_raw_consume": round(etl_rate / raw_rate, 3),
         "targets": {
             "etl_rows_per_s": 250_000,

@@ -13,8 +13,16 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa  # type: ignore[import-untyped]
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from weir.pipeline.offsets import (
@@ -27,6 +35,7 @@ from weir.pipeline.offsets import (
 
 log = logging.getLogger(__name__)
 
+TIMESTAMP_TYPE = pa.timestamp("us", tz="UTC")
 HEADER_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 RECORD_FIELDS = [
     pa.field("key", pa.binary()),
@@ -34,12 +43,13 @@ RECORD_FIELDS = [
     pa.field("topic", pa.string()),
     pa.field("partition", pa.int32()),
     pa.field("offset", pa.int64()),
-    pa.field("timestamp", pa.timestamp("us", tz="UTC")),
+    pa.field("timestamp", TIMESTAMP_TYPE),
     pa.field("timestampType", pa.int32()),
 ]
 HEADERS_FIELD = pa.field("headers", HEADER_TYPE)
-BATCH_RECORDS = 10_000
+BATCH_RECORDS = 50_000
 METADATA_TIMEOUT_S = 30.0
+PRODUCE_TIMEOUT_S = 120.0
 OUT_OF_RANGE = {KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET}
 
 
@@ -103,6 +113,32 @@ def ensure_topic(client_options: Mapping[str, str], name: str, *, partitions: in
             raise
 
 
+def produce_messages(
+    client_options: Mapping[str, str], topic: str, messages: Sequence[tuple[bytes, bytes]]
+) -> None:
+    """Produces (key, value) pairs to ``topic`` with acks=all and idempotence; returns once all
+    are acknowledged, and raises KafkaException if any failed."""
+    if not messages:
+        return
+    producer = Producer({"acks": "all", "enable.idempotence": True, **client_options})
+    failures: list[KafkaError] = []
+
+    def delivered(error: KafkaError | None, _message: Message) -> None:
+        if error is not None:
+            failures.append(error)
+
+    for key, value in messages:
+        while True:
+            try:
+                producer.produce(topic, value, key, on_delivery=delivered)
+                break
+            except BufferError:
+                producer.poll(0.1)
+    remaining = producer.flush(PRODUCE_TIMEOUT_S)
+    if failures or remaining:
+        raise KafkaException(failures[0] if failures else KafkaError(KafkaError._TIMED_OUT))
+
+
 def offsets_for_timestamp(
     consumer: Consumer, partitions: Sequence[tuple[str, int]], timestamp_ms: int
 ) -> dict[tuple[str, int], int]:
@@ -163,7 +199,7 @@ class RangeReader:
             if messages:
                 last_progress = time.monotonic()
                 next_offset = _offset(messages[-1]) + 1
-                yield self._batch(messages)
+                yield self._batch(r, messages)
             elif time.monotonic() - last_progress > self.poll_timeout_s:
                 raise TimeoutError(
                     f"{r.topic}-{r.partition}: no record at offset {next_offset} "
@@ -198,18 +234,19 @@ class RangeReader:
         log.warning("%s", message)
         return min(low, r.end)
 
-    def _batch(self, messages: list[Message]) -> pa.RecordBatch:
-        stamps = [m.timestamp() for m in messages]
+    def _batch(self, r: OffsetRange, messages: list[Message]) -> pa.RecordBatch:
+        """The messages of one partition as a batch; topic and partition are the range's."""
+        size = len(messages)
+        stamps = np.array([m.timestamp() for m in messages], dtype=np.int64).reshape(size, 2)
+        kinds = stamps[:, 0]
         columns = [
             pa.array([m.key() for m in messages], pa.binary()),
             pa.array([m.value() for m in messages], pa.binary()),
-            pa.array([m.topic() for m in messages], pa.string()),
-            pa.array([m.partition() for m in messages], pa.int32()),
+            pa.repeat(pa.scalar(r.topic, pa.string()), size),
+            pa.repeat(pa.scalar(r.partition, pa.int32()), size),
             pa.array([m.offset() for m in messages], pa.int64()),
-            pa.array(
-                [ms * 1000 if kind else None for kind, ms in stamps], pa.timestamp("us", tz="UTC")
-            ),
-            pa.array([kind - 1 for kind, _ in stamps], pa.int32()),
+            pa.array(stamps[:, 1] * 1000, pa.int64(), mask=kinds == 0).cast(TIMESTAMP_TYPE),
+            pa.array((kinds - 1).astype(np.int32), pa.int32()),
         ]
         if self.include_headers:
             columns.append(pa.array([_headers(m) for m in messages], HEADER_TYPE))

@@ -2,11 +2,14 @@
 
 Each record's value is one raw line (UTF-8); its key, when present, names the source format
 (``hdfs``, ``apache``, ``linux``, ... or an alias, see ``weir.pipeline.parsing``); without a key
-the format is detected from the line. Parsing runs in the executors' Python workers over Arrow
-batches. A line that does not parse goes to ``quarantine`` with the reason, never dropped.
+the format is detected from the line. A line that does not parse goes to ``quarantine`` with the
+reason, never dropped.
 
 The job is one Structured Streaming query: ``readStream.format("weir")`` from the earliest
-offsets, parsed, and written batch by batch with ``foreachBatch``. Spark records each
+offsets, written batch by batch with ``foreachBatch``. Each micro-batch is one Spark job whose
+tasks parse their records over Arrow batches and write the logs and quarantine files themselves
+(``weir.pipeline.task_files``), returning only the files and line counts; the driver then writes
+the batch's metrics from those counts. Spark records each
 micro-batch's offsets in the checkpoint before it runs and replays an unfinished batch after a
 restart; ``weir.pipeline.warehouse.BatchCommits`` makes the replay replace, never duplicate, what
 the batch wrote. So each input line lands in the warehouse exactly once, even across a kill -9
@@ -25,67 +28,30 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa  # type: ignore[import-untyped]
-from pyspark import StorageLevel
-from pyspark.sql import DataFrame, SparkSession, Window
-from pyspark.sql import functions as F
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
-from pyspark.sql.types import (
-    IntegerType,
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampType,
-)
 
-from weir.pipeline.kafka_io import ensure_topic
-from weir.pipeline.parsing import LineParser, ParsedLine
+from weir.pipeline.kafka_io import ensure_topic, produce_messages
+from weir.pipeline.metrics import (
+    QUARANTINE_SCHEMA,
+    BatchCounts,
+    write_parquet,
+)
+from weir.pipeline.parsing.batch import PARSED_SCHEMA, BatchParser
 from weir.pipeline.source import FORMAT
+from weir.pipeline.task_files import FILE, MANIFEST, line_counts, write_task
 from weir.pipeline.warehouse import BatchCommits
 
-ERROR_LEVELS = ("ERROR", "CRITICAL", "FATAL")
+METRICS_FILE = "part-00000-metrics.snappy.parquet"
+EMPTY_FILE = "part-00000-empty.snappy.parquet"
 TABLES = ("logs", "quarantine", "metrics_minute")
 TRIGGER_INTERVAL = "1 second"
+# Rows per Arrow batch handed to the parser: large batches spread its fixed per-batch costs.
+PARSE_BATCH_RECORDS = 50_000
 STOP_POLL_S = 1
-PARSED = StructType(
-    [
-        StructField("parsed", IntegerType()),
-        StructField("source", StringType()),
-        StructField("timestamp", TimestampType()),
-        StructField("level", StringType()),
-        StructField("component", StringType()),
-        StructField("pid", LongType()),
-        StructField("message", StringType()),
-        StructField("template", StringType()),
-        StructField("line", StringType()),
-        StructField("reason", StringType()),
-        StructField("detail", StringType()),
-        StructField("topic", StringType()),
-        StructField("partition", IntegerType()),
-        StructField("offset", LongType()),
-    ]
-)
 PARSED_ARROW = pa.schema(
-    [
-        ("parsed", pa.int32()),
-        ("source", pa.string()),
-        ("timestamp", pa.timestamp("us", tz="UTC")),
-        ("level", pa.string()),
-        ("component", pa.string()),
-        ("pid", pa.int64()),
-        ("message", pa.string()),
-        ("template", pa.string()),
-        ("line", pa.string()),
-        ("reason", pa.string()),
-        ("detail", pa.string()),
-        ("topic", pa.string()),
-        ("partition", pa.int32()),
-        ("offset", pa.int64()),
-    ]
+    [*PARSED_SCHEMA, ("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64())]
 )
-PARSED_FIELDS = ("source", "level", "component", "pid", "message", "template")
-QUARANTINE_FIELDS = ("source", "line", "reason", "detail")
-LOGS_PARTITIONING = ("source", "date", "hour")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -123,72 +89,21 @@ class RunSummary:
 
 
 def parse_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """Raw records (key, value, topic, partition, offset) to one row per line, parsed or not."""
-    parser = LineParser(year=date.today().year)
+    """Raw records (key, value, topic, partition, offset) to one row per line, parsed or not.
+
+    Rows come out grouped by how they were parsed, not in input order.
+    """
+    parser = BatchParser(year=date.today().year)
     for batch in batches:
-        yield _parse_batch(parser, batch)
+        yield from _parse_batch(parser, batch)
 
 
-def _parse_batch(parser: LineParser, batch: pa.RecordBatch) -> pa.RecordBatch:
-    keys = batch.column("key").to_pylist()
-    values = batch.column("value").to_pylist()
-    rows: dict[str, list[object]] = {name: [] for name in PARSED_ARROW.names}
-    for key, value in zip(keys, values, strict=True):
-        source = key.decode("utf-8", "replace") if key is not None else None
-        line = (value or b"").decode("utf-8", "replace")
-        outcome = parser.parse(source, line)
-        if isinstance(outcome, ParsedLine):
-            rows["parsed"].append(1)
-            rows["timestamp"].append(outcome.timestamp)
-            fields: tuple[str, ...] = PARSED_FIELDS
-        else:
-            rows["parsed"].append(0)
-            rows["timestamp"].append(None)
-            fields = QUARANTINE_FIELDS
-        for name in PARSED_FIELDS + QUARANTINE_FIELDS[1:]:
-            rows[name].append(getattr(outcome, name) if name in fields else None)
-    columns = [
-        pa.array(rows[name], PARSED_ARROW.field(name).type)
-        for name in PARSED_ARROW.names
-        if name not in ("topic", "partition", "offset", "timestamp")
-    ]
-    naive = pa.array(rows["timestamp"], pa.timestamp("us")).cast(pa.timestamp("us", tz="UTC"))
-    columns.insert(2, naive)
-    columns += [batch.column("topic"), batch.column("partition"), batch.column("offset")]
-    return pa.RecordBatch.from_arrays(columns, schema=PARSED_ARROW)
-
-
-def logs_table(parsed: DataFrame) -> DataFrame:
-    return parsed.where("parsed = 1").select(
-        "timestamp", "level", "component", "pid", "message", "template",
-        "topic", "partition", "offset", "source",
-        F.date_format("timestamp", "yyyy-MM-dd").alias("date"),
-        F.hour("timestamp").alias("hour"),
-    )  # fmt: skip
-
-
-def quarantine_table(parsed: DataFrame) -> DataFrame:
-    return parsed.where("parsed = 0").select(
-        "source", "line", "reason", "detail", "topic", "partition", "offset"
-    )
-
-
-def metrics_minute_table(logs: DataFrame, batch_id: int) -> DataFrame:
-    """Lines per (source, minute, level) in one batch, with the source-minute's total and
-    error rate in that batch."""
-    minute = F.date_trunc("minute", "timestamp").alias("minute")
-    counts = logs.groupBy("source", minute, "level").agg(
-        F.count(F.lit(1)).alias("lines"),
-    )
-    per_minute = Window.partitionBy("source", "minute")
-    is_error = F.col("level").isin(*ERROR_LEVELS)
-    errors = F.sum(F.when(is_error, F.col("lines")).otherwise(0)).over(per_minute)
-    total = F.sum("lines").over(per_minute)
-    return counts.select(
-        "source", "minute", "level", "lines",
-        total.alias("source_lines"), (errors / total).alias("error_rate"),
-        F.lit(batch_id).cast("long").alias("batch"),
-    )  # fmt: skip
+def _parse_batch(parser: BatchParser, batch: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
+    topic, partition, offset = (batch.column(name) for name in ("topic", "partition", "offset"))
+    for rows, part in parser.parse_parts(batch.column("key"), batch.column("value")):
+        columns = [part.column(name).chunk(0) for name in PARSED_SCHEMA.names]
+        columns += [topic.take(rows), partition.take(rows), offset.take(rows)]
+        yield pa.RecordBatch.from_arrays(columns, schema=PARSED_ARROW)
 
 
 def run_logs_job(
@@ -211,6 +126,7 @@ def run_logs_job(
 
 
 def start_query(spark: SparkSession, job: LogsJob, writer: BatchWriter) -> StreamingQuery:
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(PARSE_BATCH_RECORDS))
     reader = (
         spark.readStream.format(FORMAT)
         .option("bootstrap.servers", job.bootstrap)
@@ -220,12 +136,8 @@ def start_query(spark: SparkSession, job: LogsJob, writer: BatchWriter) -> Strea
     )
     if job.max_records_per_trigger is not None:
         reader = reader.option("maxRecordsPerTrigger", str(job.max_records_per_trigger))
-    parsed = (
-        reader.load()
-        .select("key", "value", "topic", "partition", "offset")
-        .mapInArrow(parse_batches, PARSED)
-    )
-    stream = parsed.writeStream.foreachBatch(writer).option(
+    records = reader.load().select("key", "value", "topic", "partition", "offset")
+    stream = records.writeStream.foreachBatch(writer).option(
         "checkpointLocation", str(job.checkpoint)
     )
     if job.once:
@@ -248,29 +160,19 @@ class BatchWriter:
         self.summary = RunSummary()
         self._commits: BatchCommits | None = None
 
-    def __call__(self, parsed: DataFrame, batch_id: int) -> None:
+    def __call__(self, records: DataFrame, batch_id: int) -> None:
         commits = self._batch_commits()
         if commits.committed(batch_id) is not None:
             self.summary.replayed.append(batch_id)
             return
         staging = commits.stage(batch_id)
-        parsed = parsed.persist(StorageLevel.MEMORY_AND_DISK)
-        try:
-            counts = write_tables(parsed, staging, batch_id)
-        finally:
-            parsed.unpersist()
-        self._publish_metrics(parsed.sparkSession, staging / "metrics_minute")
-        self.summary.add(commits.commit(batch_id, counts))
-
-    def _publish_metrics(self, spark: SparkSession, staged: Path) -> None:
-        metrics = spark.read.parquet(str(staged))
-        rows = metrics.select(
-            F.col("source").cast("binary").alias("key"),
-            F.to_json(F.struct(*metrics.columns)).cast("binary").alias("value"),
+        counts, files = write_tables(records, staging, batch_id)
+        produce_messages(
+            {"bootstrap.servers": self.job.bootstrap},
+            self.job.metrics_topic_name,
+            counts.metrics_messages(),
         )
-        rows.write.format(FORMAT).option("bootstrap.servers", self.job.bootstrap).option(
-            "topic", self.job.metrics_topic_name
-        ).mode("append").save()
+        self.summary.add(commits.commit(batch_id, counts.summary(), files))
 
     def _batch_commits(self) -> BatchCommits:
         if self._commits is None:
@@ -285,20 +187,28 @@ def checkpoint_query_id(job: LogsJob) -> str:
     return query_id
 
 
-def write_tables(parsed: DataFrame, staging: Path, batch_id: int) -> dict[str, int]:
-    """Writes the batch's three tables under ``staging`` and counts its rows.
+def write_tables(records: DataFrame, staging: Path, batch_id: int) -> tuple[BatchCounts, list[str]]:
+    """Writes the batch's three tables under ``staging``; returns its line counts and the files
+    to commit (relative to ``staging``).
 
-    The logs are shuffled by their table partition first, so each ``source/date/hour``
-    directory gets one file per batch rather than one per input task.
+    One Spark job: each task parses its records and writes its logs and quarantine files (see
+    ``weir.pipeline.task_files``), reporting the files and its line counts. Files that no
+    successful task reported (left by a failed attempt) are deleted. The metrics, computed from
+    the counts, and an empty quarantine file when nothing was quarantined are written here.
     """
-    logs = logs_table(parsed)
-    by_directory = logs.repartition(*LOGS_PARTITIONING)
-    by_directory.write.partitionBy(*LOGS_PARTITIONING).parquet(str(staging / "logs"))
-    quarantine_table(parsed).write.parquet(str(staging / "quarantine"))
-    metrics_minute_table(logs, batch_id).write.parquet(str(staging / "metrics_minute"))
-    counts = {row["parsed"]: row["count"] for row in parsed.groupBy("parsed").count().collect()}
-    return {
-        "records": sum(counts.values()),
-        "logs": counts.get(1, 0),
-        "quarantined": counts.get(0, 0),
-    }
+    manifest = [
+        row.asDict() for row in records.mapInArrow(write_task(str(staging)), MANIFEST).collect()
+    ]
+    reported = {row["path"] for row in manifest if row["kind"] == FILE}
+    for table in ("logs", "quarantine"):
+        for path in (staging / table).rglob("*.parquet"):
+            if str(path.relative_to(staging)) not in reported:
+                path.unlink()
+    counts = BatchCounts.of(batch_id, line_counts(manifest))
+    files = sorted(reported)
+    if not counts.quarantined:
+        write_parquet(QUARANTINE_SCHEMA.empty_table(), staging / "quarantine", EMPTY_FILE)
+        files.append(f"quarantine/{EMPTY_FILE}")
+    write_parquet(counts.metrics_minute(), staging / "metrics_minute", METRICS_FILE)
+    files.append(f"metrics_minute/{METRICS_FILE}")
+    return counts, files

@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -62,12 +62,20 @@ class BatchCommits:
         staging.mkdir(parents=True)
         return staging
 
-    def commit(self, batch_id: int, summary: Mapping[str, Any]) -> dict[str, Any]:
-        """Moves the staged data files into their tables and writes the batch's marker."""
+    def commit(
+        self, batch_id: int, summary: Mapping[str, Any], files: Iterable[str] | None = None
+    ) -> dict[str, Any]:
+        """Moves the staged data files into their tables and writes the batch's marker.
+        `files` (paths relative to the staging directory) names the files to move; anything
+        else in staging, such as the output of a task attempt that no one waited for, is left
+        there and removed with it. Without `files`, every data file in staging is moved."""
         staging = self.staging_root / str(batch_id)
+        if files is None:
+            chosen = sorted(staging.rglob(f"*{DATA_SUFFIX}"))
+        else:
+            chosen = sorted(staging / relative for relative in files)
         moves = {
-            source: self._destination(batch_id, source.relative_to(staging))
-            for source in sorted(staging.rglob(f"*{DATA_SUFFIX}"))
+            source: self._destination(batch_id, source.relative_to(staging)) for source in chosen
         }
         files = [str(target.relative_to(self.warehouse)) for target in moves.values()]
         _write_atomically(self._pending(batch_id), {"files": files})

@@ -71,3 +71,16 @@ def test_batches_of_another_query_are_kept_apart(tmp_path: Path) -> None:
     old.commit(0, {"records": 1})
 
     assert BatchCommits(tmp_path, "new-query").committed(0) is None
+
+
+def test_only_the_files_named_are_committed(tmp_path: Path) -> None:
+    """A task attempt that was given up on may still write into staging after the batch's
+    files were collected: the commit moves the files it was told about, nothing else."""
+    commits = BatchCommits(tmp_path, "query")
+    stage_files(commits, 4, ["logs/part-0.parquet", "logs/part-0-attempt-1.parquet"])
+
+    marker = commits.commit(4, {"records": 1}, files=["logs/part-0.parquet"])
+
+    assert table_files(tmp_path) == ["logs/batch-00000004-part-0.parquet"]
+    assert marker["files"] == ["logs/batch-00000004-part-0.parquet"]
+    assert not (tmp_path / "_staging" / "query" / "4").exists()

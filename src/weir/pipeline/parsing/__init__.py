@@ -1,8 +1,10 @@
-"""weir.pipeline.parsing: raw log lines to warehouse rows, in pure Python.
+"""weir.pipeline.parsing: raw log lines to warehouse rows.
 
 Owns one parser per source format (Apache error log, HDFS, OpenSSH, Linux syslog, Zookeeper,
 Hadoop, Spark, Android logcat, JSON lines), format detection, level normalisation and event
-templates. Every line yields a ParsedLine or a Quarantined with its reason: nothing is dropped.
+templates, in pure Python (LineParser), and the same parsing over whole Arrow batches
+(``weir.pipeline.parsing.batch``, pyarrow compute with LineParser for what it cannot do).
+Every line yields a ParsedLine or a Quarantined with its reason: nothing is dropped.
 It must never do IO, read the clock except for ``parse_line``'s documented default year, or
 import Spark, storage, broker or cluster code.
 """

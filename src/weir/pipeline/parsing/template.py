@@ -12,6 +12,7 @@ EventTemplate, which is mined from a whole corpus rather than from one line.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 MASK = "<*>"
 
@@ -41,3 +42,9 @@ _VARIABLE = re.compile(
 def template_of(message: str) -> str:
     """``message`` with every variable part replaced by ``<*>``."""
     return _VARIABLE.sub(MASK, message)
+
+
+def templates_of(messages: Iterable[str]) -> list[str]:
+    """``template_of`` of each message, in order."""
+    substitute = _VARIABLE.sub
+    return [substitute(MASK, message) for message in messages]

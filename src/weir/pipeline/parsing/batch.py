@@ -1,0 +1,399 @@
+"""Parsing a whole Arrow batch of raw records at once, with the same result as LineParser.
+
+``BatchParser.parse`` takes the ``key`` and ``value`` columns of a batch and returns one row per
+record in the columns of ``PARSED_SCHEMA`` (parsed rows fill timestamp..template, quarantined
+rows fill source, line, reason and detail; a pid beyond int64 is stored as null). Its result
+equals ``parse_rows`` — LineParser applied line by line — for every input; it is just faster.
+
+Lines of a plain-text format run through Arrow compute kernels: each format's regex (translated
+to RE2, which ``pyarrow.compute.extract_regex`` runs in C++) splits the lines of that format into
+fields, and timestamps, levels, components and pids are computed column-wise. The event template
+is still ``template_of``, once per distinct message of a batch: its regex needs look-behind and
+look-ahead, which RE2 lacks. A line takes this path when its format is known from its key (or,
+without a key, detected by the same regexes in ``DETECTION_ORDER``), it is printable ASCII apart
+from tab, CR and LF (where RE2's and Python's ``\\s``, ``\\w`` and ``str.strip`` agree), and its
+fields make a valid timestamp. Every other line — JSON lines, unknown sources, lines that match
+no format, invalid dates, other characters — goes through LineParser, so quarantine reasons and
+details are LineParser's.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from datetime import datetime
+
+import numpy as np
+import pyarrow as pa  # type: ignore[import-untyped]
+import pyarrow.compute as pc  # type: ignore[import-untyped]
+
+from weir.pipeline.parsing.json_lines import NAME as JSON_NAME
+from weir.pipeline.parsing.levels import normalise_level
+from weir.pipeline.parsing.model import ParsedLine
+from weir.pipeline.parsing.parser import DETECTION_ORDER, LineParser, canonical_source
+from weir.pipeline.parsing.template import templates_of
+from weir.pipeline.parsing.text_formats import MONTHS, PATTERNS
+
+PARSED_SCHEMA = pa.schema(
+    [
+        ("parsed", pa.int32()),
+        ("source", pa.string()),
+        ("timestamp", pa.timestamp("us", tz="UTC")),
+        ("level", pa.string()),
+        ("component", pa.string()),
+        ("pid", pa.int64()),
+        ("message", pa.string()),
+        ("template", pa.string()),
+        ("line", pa.string()),
+        ("reason", pa.string()),
+        ("detail", pa.string()),
+    ]
+)
+PARSED_FIELDS = ("source", "level", "component", "pid", "message", "template")
+QUARANTINE_FIELDS = ("source", "line", "reason", "detail")
+
+# Characters outside printable ASCII, tab, LF and CR: such lines take the per-line path.
+_UNUSUAL = r"[^\t\n\r\x20-\x7e]"
+MESSAGE_TAIL = r"(?:\s+(?P<message>.*))?\Z"
+HEADER = "header"
+_MONTH_NAMES = pa.array(list(MONTHS), pa.string())
+_DAYS_IN_MONTH = np.array([31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31], dtype=np.int64)
+_MAX_PID_DIGITS = 18  # int64 holds every 18-digit number.
+_US_PER_S = 1_000_000
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+# Runs of fixed-width digit groups captured as one group and sliced apart afterwards (RE2 pays
+# per group); and groups nothing here reads, left uncaptured. Neither changes what matches.
+_JOINED_GROUPS: tuple[tuple[str, str, dict[str, tuple[int, int]]], ...] = (
+    (
+        r"(?P<year>\d{4})-(?P<month>\d\d)-(?P<day>\d\d)",
+        "ymd",
+        {"year": (0, 4), "month": (5, 7), "day": (8, 10)},
+    ),
+    (
+        r"(?P<hour>\d\d):(?P<minute>\d\d):(?P<second>\d\d)",
+        "hms",
+        {"hour": (0, 2), "minute": (3, 5), "second": (6, 8)},
+    ),
+    (
+        r"(?P<yy>\d\d)(?P<month>\d\d)(?P<day>\d\d)",
+        "yymmdd",
+        {"yy": (0, 2), "month": (2, 4), "day": (4, 6)},
+    ),
+    (
+        r"(?P<hour>\d\d)(?P<minute>\d\d)(?P<second>\d\d)",
+        "hhmmss",
+        {"hour": (0, 2), "minute": (2, 4), "second": (4, 6)},
+    ),
+    (
+        r"(?P<yy>\d\d)/(?P<month>\d\d)/(?P<day>\d\d)",
+        "yymd",
+        {"yy": (0, 2), "month": (3, 5), "day": (6, 8)},
+    ),
+    (r"(?P<month>\d\d)-(?P<day>\d\d)", "md", {"month": (0, 2), "day": (3, 5)}),
+)
+_UNREAD_GROUPS = ("thread", "host", "lineno")
+
+
+def re2_pattern(python_pattern: str) -> str:
+    """A text format's Python regex as an RE2 regex with the same matches on the lines above.
+
+    The Python patterns use ``re.match`` (anchored at the start), ``\\Z``, ``re.DOTALL`` and
+    ``re.ASCII``; RE2 spells the end anchor ``\\z`` and its classes are ASCII already. A pattern
+    ending in ``MESSAGE_TAIL`` (optional whitespace and the message up to the end) becomes its
+    header, captured as ``header``, followed by whitespace or the end: the same lines match with
+    the same groups, and the message is the rest of the line after the header, stripped. Cutting
+    it off is cheaper than having RE2 track a group across the whole line. Fixed-width digit
+    groups in a row become one group (see ``_JOINED_GROUPS``).
+    """
+    pattern = python_pattern
+    for fragment, joined, _ in _JOINED_GROUPS:
+        pattern = pattern.replace(fragment, f"(?P<{joined}>" + _uncaptured(fragment) + ")")
+    for name in _UNREAD_GROUPS:
+        pattern = pattern.replace(f"(?P<{name}>", "(?:")
+    if pattern.endswith(MESSAGE_TAIL):
+        head = pattern[: -len(MESSAGE_TAIL)]
+        return r"(?s)\A(?P<" + HEADER + ">" + head + r")(?:\s|\z)"
+    return r"(?s)\A(?:" + pattern.replace(r"\Z", r"\z") + ")"
+
+
+def _uncaptured(fragment: str) -> str:
+    """``fragment`` with its named groups made non-capturing."""
+    return re.sub(r"\(\?P<\w+>", "(?:", fragment)
+
+
+def _split_joined(group: dict[str, pa.Array]) -> dict[str, pa.Array]:
+    """The extracted groups with every joined group sliced back into its fields."""
+    for _, joined, spans in _JOINED_GROUPS:
+        column = group.pop(joined, None)
+        if column is None:
+            continue
+        for name, (start, stop) in spans.items():
+            group[name] = pc.utf8_slice_codeunits(column, start, stop)
+    return group
+
+
+RE2_PATTERNS = {name: re2_pattern(pattern) for name, pattern in PATTERNS.items()}
+_TEXT_NAMES = tuple(PATTERNS)
+_FALLBACK = len(_TEXT_NAMES)
+_DETECT = _FALLBACK + 1
+
+
+def parse_rows(
+    parser: LineParser, keys: Sequence[bytes | None], values: Sequence[bytes | None]
+) -> pa.Table:
+    """Each record parsed by ``parser`` line by line, as a table of ``PARSED_SCHEMA``."""
+    rows: dict[str, list[object]] = {name: [] for name in PARSED_SCHEMA.names}
+    for key, value in zip(keys, values, strict=True):
+        source = key.decode("utf-8", "replace") if key is not None else None
+        line = (value or b"").decode("utf-8", "replace")
+        outcome = parser.parse(source, line)
+        if isinstance(outcome, ParsedLine):
+            rows["parsed"].append(1)
+            rows["timestamp"].append(outcome.timestamp)
+            fields: tuple[str, ...] = PARSED_FIELDS
+        else:
+            rows["parsed"].append(0)
+            rows["timestamp"].append(None)
+            fields = QUARANTINE_FIELDS
+        for name in PARSED_FIELDS + QUARANTINE_FIELDS[1:]:
+            rows[name].append(getattr(outcome, name) if name in fields else None)
+        pid = rows["pid"][-1]
+        if isinstance(pid, int) and not _INT64_MIN <= pid <= _INT64_MAX:
+            rows["pid"][-1] = None
+    columns = {
+        name: pa.array(rows[name], PARSED_SCHEMA.field(name).type)
+        for name in PARSED_SCHEMA.names
+        if name != "timestamp"
+    }
+    naive: list[datetime | None] = rows["timestamp"]  # type: ignore[assignment]
+    stamps = pa.array(naive, pa.timestamp("us")).cast(pa.timestamp("us", tz="UTC"))
+    columns["timestamp"] = stamps
+    return pa.table([columns[name] for name in PARSED_SCHEMA.names], schema=PARSED_SCHEMA)
+
+
+class BatchParser:
+    """Parses Arrow columns of keys and values; the result equals ``parse_rows``'s."""
+
+    def __init__(self, *, year: int) -> None:
+        self.year = year
+        self.lines = LineParser(year=year)
+
+    def parse(self, keys: pa.Array, values: pa.Array) -> pa.Table:
+        """One row per record, in input order, in the columns of ``PARSED_SCHEMA``."""
+        parts = self.parse_parts(keys, values)
+        if not parts:
+            return PARSED_SCHEMA.empty_table()
+        order = np.empty(len(values), dtype=np.int64)
+        numbers = np.concatenate([rows.to_numpy() for rows, _ in parts])
+        order[numbers] = np.arange(len(values))
+        return pa.concat_tables([part for _, part in parts]).take(pa.array(order))
+
+    def parse_parts(self, keys: pa.Array, values: pa.Array) -> list[tuple[pa.Array, pa.Table]]:
+        """The records parsed in parts, each with the row numbers (int64) of the records it holds.
+
+        Every record is in exactly one part; parts are single-chunk tables of
+        ``PARSED_SCHEMA``. Cheaper than ``parse`` when the order of rows does not matter.
+        """
+        count = len(values)
+        keys, values = _as_binary(keys), _as_binary(values)
+        # On bytes RE2 reads Latin-1, so any byte above 0x7e counts as unusual.
+        usual = pc.invert(pc.fill_null(pc.match_substring_regex(values, _UNUSUAL), True))
+        rows = pa.array(np.arange(count, dtype=np.int64)).filter(usual)
+        stripped = pc.ascii_trim_whitespace(values.filter(usual).view(pa.string()))
+        codes = self._format_codes(keys.take(rows), stripped)
+        parts: list[tuple[pa.Array, pa.Table]] = []
+        for code, name in enumerate(_TEXT_NAMES):
+            chosen = pc.equal(codes, code)
+            if pc.any(chosen).as_py():
+                part = self._parse_format(name, rows.filter(chosen), stripped.filter(chosen))
+                if part is not None:
+                    parts.append(part)
+        done = np.zeros(count, dtype=bool)
+        for part_rows, _ in parts:
+            done[part_rows.to_numpy()] = True
+        rest = pa.array(np.flatnonzero(~done))
+        if len(rest):
+            keys_rest, values_rest = keys.take(rest).to_pylist(), values.take(rest).to_pylist()
+            parts.append((rest, parse_rows(self.lines, keys_rest, values_rest)))
+        return parts
+
+    def _format_codes(self, keys: pa.Array, stripped: pa.Array) -> pa.Array:
+        """Per line: the index of its text format in ``_TEXT_NAMES``, or ``_FALLBACK``."""
+        encoded = keys.dictionary_encode()
+        code_of_key = []
+        for key in encoded.dictionary.to_pylist():
+            name = canonical_source(key.decode("utf-8", "replace"))
+            code_of_key.append(_TEXT_NAMES.index(name) if name in _TEXT_NAMES else _FALLBACK)
+        codes = pc.take(pa.array(code_of_key, pa.int64()), encoded.indices)
+        codes = pc.fill_null(codes, _DETECT)
+        unkeyed = pc.equal(codes, _DETECT)
+        if not pc.any(unkeyed).as_py():
+            return codes
+        undecided = unkeyed
+        detected = pa.nulls(len(codes), pa.int64())
+        for name in DETECTION_ORDER:
+            if name in _TEXT_NAMES:
+                hit = pc.match_substring_regex(stripped, RE2_PATTERNS[name])
+                code = _TEXT_NAMES.index(name)
+            elif name == JSON_NAME:
+                hit, code = pc.starts_with(stripped, "{"), _FALLBACK
+            else:
+                # A format without a regex here: LineParser decides every line still undecided.
+                hit, code = pa.array(np.ones(len(stripped), dtype=bool)), _FALLBACK
+            taken = pc.and_(undecided, hit)
+            detected = pc.if_else(taken, code, detected)
+            undecided = pc.and_(undecided, pc.invert(hit))
+        detected = pc.fill_null(detected, _FALLBACK)
+        return pc.if_else(unkeyed, detected, codes)
+
+    def _parse_format(
+        self, name: str, rows: pa.Array, lines: pa.Array
+    ) -> tuple[pa.Array, pa.Table] | None:
+        """The lines of ``name``'s format that parse cleanly, with their row numbers."""
+        fields = pc.extract_regex(lines, RE2_PATTERNS[name])
+        matched = fields.is_valid()
+        fields, rows, lines = fields.filter(matched), rows.filter(matched), lines.filter(matched)
+        if len(rows) == 0:
+            return None
+        group = _split_joined({f.name: fields.field(f.name) for f in fields.type})
+        micros, valid = self._micros(group)
+        pid = group.get("pid")
+        if pid is not None:
+            valid &= pc.utf8_length(pid).to_numpy(zero_copy_only=False) <= _MAX_PID_DIGITS
+        if not valid.all():
+            keep = pa.array(valid)
+            rows, lines, micros = rows.filter(keep), lines.filter(keep), micros[valid]
+            group = {key: column.filter(keep) for key, column in group.items()}
+        size = len(rows)
+        if size == 0:
+            return None
+        if "message" in group:
+            message = pc.ascii_trim_whitespace(group["message"])
+        else:
+            header_bytes = pc.binary_length(group[HEADER]).to_numpy(zero_copy_only=False)
+            message = pc.ascii_trim_whitespace(_suffixes(lines, header_bytes))
+        none = pa.nulls(size, pa.string())
+        table = pa.table(
+            [
+                pa.array(np.ones(size, dtype=np.int32)),
+                pa.array([name] * size, pa.string()),
+                pa.array(micros, pa.int64()).cast(PARSED_SCHEMA.field("timestamp").type),
+                _levels(group.get("level"), size),
+                _components(group.get("component"), size),
+                _pids(group.get("pid"), size),
+                message,
+                _templates(message),
+                none,
+                none,
+                none,
+            ],
+            schema=PARSED_SCHEMA,
+        )
+        return rows, table
+
+    def _micros(self, group: dict[str, pa.Array]) -> tuple[np.ndarray, np.ndarray]:
+        """Microseconds since the epoch of each line's wall-clock time, and which are real."""
+        size = len(group["day"])
+        if "year" in group:
+            year = _digits(group["year"])
+        elif "yy" in group:
+            year = 2000 + _digits(group["yy"])
+        else:
+            year = np.full(size, self.year, dtype=np.int64)
+        if "month" in group:
+            month = _digits(group["month"])
+        else:
+            found = pc.index_in(group["mname"], value_set=_MONTH_NAMES)
+            month = pc.fill_null(found, -1).to_numpy(zero_copy_only=False).astype(np.int64) + 1
+        day, hour = _digits(group["day"]), _digits(group["hour"])
+        minute, second = _digits(group["minute"]), _digits(group["second"])
+        if "frac" in group:
+            six = pc.utf8_rpad(pc.utf8_slice_codeunits(group["frac"], 0, 6), width=6, padding="0")
+            frac = _digits(six)
+        else:
+            frac = np.zeros(size, dtype=np.int64)
+        leap = (year % 4 == 0) & ((year % 100 != 0) | (year % 400 == 0))
+        valid_month = (month >= 1) & (month <= 12)
+        days_in_month = _DAYS_IN_MONTH[np.clip(month, 1, 12) - 1] + (leap & (month == 2))
+        valid = (
+            (year >= 1) & (year <= 9999) & valid_month & (day >= 1) & (day <= days_in_month)
+            & (hour < 24) & (minute < 60) & (second < 60)
+        )  # fmt: skip
+        days = _days_from_civil(year, np.clip(month, 1, 12), day)
+        seconds = days * 86_400 + hour * 3_600 + minute * 60 + second
+        return seconds * _US_PER_S + frac, valid
+
+
+def _as_binary(column: pa.Array) -> pa.Array:
+    return column if pa.types.is_binary(column.type) else column.cast(pa.binary())
+
+
+def _suffixes(strings: pa.Array, skip: np.ndarray) -> pa.Array:
+    """Each string without its first ``skip[i]`` bytes (strings without nulls, skips within
+    them), gathered into a new array in one vectorised copy."""
+    size = len(strings)
+    _, offsets_buffer, data_buffer = strings.buffers()
+    offsets = np.frombuffer(
+        offsets_buffer, dtype=np.int32, count=size + 1, offset=strings.offset * 4
+    )
+    starts = offsets[:-1].astype(np.int64) + skip
+    lengths = offsets[1:] - starts
+    new_offsets = np.zeros(size + 1, dtype=np.int32)
+    np.cumsum(lengths, out=new_offsets[1:])
+    if data_buffer is None or new_offsets[-1] == 0:
+        return pa.array([""] * size, pa.string())
+    data = np.frombuffer(data_buffer, dtype=np.uint8)
+    source = np.arange(new_offsets[-1], dtype=np.int64)
+    source += np.repeat(starts - new_offsets[:-1], lengths)
+    return pa.StringArray.from_buffers(size, pa.py_buffer(new_offsets), pa.py_buffer(data[source]))
+
+
+def _digits(column: pa.Array) -> np.ndarray:
+    """A column of ASCII digit strings (an empty one counts as 0) as int64."""
+    filled = pc.if_else(pc.equal(column, ""), "0", column)
+    return np.asarray(pc.cast(filled, pa.int64()).to_numpy(zero_copy_only=False), dtype=np.int64)
+
+
+def _days_from_civil(year: np.ndarray, month: np.ndarray, day: np.ndarray) -> np.ndarray:
+    """Days since 1970-01-01 of proleptic Gregorian dates (year >= 1)."""
+    shifted = year - (month <= 2)
+    era = shifted // 400
+    year_of_era = shifted - era * 400
+    day_of_year = (153 * ((month + 9) % 12) + 2) // 5 + day - 1
+    day_of_era = year_of_era * 365 + year_of_era // 4 - year_of_era // 100 + day_of_year
+    result: np.ndarray = era * 146_097 + day_of_era - 719_468
+    return result
+
+
+def _blank_as_null(column: pa.Array) -> pa.Array:
+    return pc.if_else(pc.equal(column, ""), pa.scalar(None, pa.string()), column)
+
+
+def _levels(raw: pa.Array | None, size: int) -> pa.Array:
+    """Normalised level names (None where the line has none), computed once per distinct one."""
+    if raw is None:
+        return pa.nulls(size, pa.string())
+    encoded = raw.dictionary_encode()
+    names = [normalise_level(value) if value else None for value in encoded.dictionary.to_pylist()]
+    return pc.take(pa.array(names, pa.string()), encoded.indices)
+
+
+def _templates(messages: pa.Array) -> pa.Array:
+    """The template of each message, computed once per distinct message (logs repeat a lot)."""
+    encoded = messages.dictionary_encode()
+    distinct = pa.array(templates_of(encoded.dictionary.to_pylist()), pa.string())
+    return pc.take(distinct, encoded.indices)
+
+
+def _components(raw: pa.Array | None, size: int) -> pa.Array:
+    if raw is None:
+        return pa.nulls(size, pa.string())
+    return _blank_as_null(pc.ascii_trim_whitespace(raw))
+
+
+def _pids(raw: pa.Array | None, size: int) -> pa.Array:
+    if raw is None:
+        return pa.nulls(size, pa.int64())
+    return pc.cast(_blank_as_null(raw), pa.int64())

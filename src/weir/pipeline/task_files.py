@@ -1,0 +1,201 @@
+"""One Spark task's share of a micro-batch: raw records parsed and written as Parquet files.
+
+The log ETL job runs ``write_task(staging)`` with ``mapInArrow`` over a micro-batch of raw
+records (key, value, topic, partition, offset). Each task parses its records (see
+``weir.pipeline.parsing.batch``) and writes them with pyarrow under the batch's staging
+directory, in the warehouse's layout: ``logs/source=S/date=YYYY-MM-DD/hour=H/`` (columns
+``LOGS_COLUMNS``; source, date and hour live in the path) and ``quarantine/`` (columns
+``QUARANTINE_COLUMNS``). Its output is small: one ``file`` row per file written and one ``count``
+row per (parsed, source, minute, level) with its number of lines.
+
+Files are named after the task's partition and attempt, so a failed attempt's files never
+collide with the retry's; the driver keeps only the files that the job's successful tasks
+reported and deletes the others before it commits the batch.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import date, timedelta
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa  # type: ignore[import-untyped]
+import pyarrow.compute as pc  # type: ignore[import-untyped]
+import pyarrow.parquet as pq  # type: ignore[import-untyped]
+from pyspark import TaskContext
+from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
+
+from weir.pipeline.metrics import LineCount
+from weir.pipeline.parsing.batch import BatchParser
+
+LOGS_COLUMNS = ("timestamp", "level", "component", "pid", "message", "template",
+                "topic", "partition", "offset")  # fmt: skip
+QUARANTINE_COLUMNS = ("source", "line", "reason", "detail", "topic", "partition", "offset")
+FILE, COUNT = "file", "count"
+MANIFEST = StructType(
+    [
+        StructField("kind", StringType()),
+        StructField("path", StringType()),
+        StructField("parsed", IntegerType()),
+        StructField("source", StringType()),
+        StructField("minute", LongType()),
+        StructField("level", StringType()),
+        StructField("lines", LongType()),
+    ]
+)
+MANIFEST_ARROW = pa.schema(
+    [
+        ("kind", pa.string()),
+        ("path", pa.string()),
+        ("parsed", pa.int32()),
+        ("source", pa.string()),
+        ("minute", pa.int64()),
+        ("level", pa.string()),
+        ("lines", pa.int64()),
+    ]
+)
+RECORD_COLUMNS = ("topic", "partition", "offset")
+ROWS_PER_FLUSH = 200_000  # buffered rows of a task before they are written out
+_US_PER_HOUR = 3_600_000_000
+_US_PER_DAY = 86_400_000_000
+_EPOCH = date(1970, 1, 1)
+
+
+def write_task(staging: str) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The ``mapInArrow`` function writing one task's records under ``staging``."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        context = TaskContext.get()
+        task = f"{context.partitionId():05d}-{context.attemptNumber()}" if context else "00000-0"
+        files = TaskFiles(Path(staging), f"part-{task}-{uuid.uuid4().hex[:8]}")
+        parser = BatchParser(year=date.today().year)
+        for batch in batches:
+            files.add(parser, batch)
+        yield files.finish()
+
+    return run
+
+
+class TaskFiles:
+    """Parses and buffers a task's records, writing a Parquet file per directory whenever the
+    buffer holds ``ROWS_PER_FLUSH`` rows and at the end, and reports what it wrote and counted.
+
+    A task thus writes one file per directory per ``ROWS_PER_FLUSH`` rows at most, and holds at
+    most about that many rows in memory.
+    """
+
+    def __init__(self, staging: Path, name: str) -> None:
+        self.staging = staging
+        self.name = name
+        self._logs: dict[tuple[str, str, int], list[pa.Table]] = {}
+        self._quarantine: list[pa.Table] = []
+        self._buffered = 0
+        self._written: list[str] = []
+        self._counts: dict[tuple[int, str | None, int | None, str | None], int] = {}
+        self._directories: set[Path] = set()
+        self._flushes = 0
+
+    def add(self, parser: BatchParser, batch: pa.RecordBatch) -> None:
+        records = [batch.column(name) for name in RECORD_COLUMNS]
+        for rows, part in parser.parse_parts(batch.column("key"), batch.column("value")):
+            table = part.append_column("topic", records[0].take(rows))
+            table = table.append_column("partition", records[1].take(rows))
+            table = table.append_column("offset", records[2].take(rows))
+            self._count(table)
+            parsed = pc.equal(table.column("parsed"), 1)
+            self._add_logs(table.filter(parsed))
+            quarantined = table.filter(pc.invert(parsed))
+            if quarantined.num_rows:
+                self._quarantine.append(quarantined.select(QUARANTINE_COLUMNS))
+                self._buffered += quarantined.num_rows
+        if self._buffered >= ROWS_PER_FLUSH:
+            self._flush()
+
+    def finish(self) -> pa.RecordBatch:
+        """Writes what is buffered, closes the files and returns the task's manifest."""
+        self._flush()
+        rows: list[dict[str, object]] = [{"kind": FILE, "path": path} for path in self._written]
+        rows += [
+            {"kind": COUNT, "parsed": parsed, "source": source, "minute": minute,
+             "level": level, "lines": lines}
+            for (parsed, source, minute, level), lines in self._counts.items()
+        ]  # fmt: skip
+        return pa.RecordBatch.from_pylist(rows, schema=MANIFEST_ARROW)
+
+    def _count(self, table: pa.Table) -> None:
+        minute = pc.cast(pc.floor_temporal(table.column("timestamp"), unit="minute"), pa.int64())
+        keys = pa.table(
+            {
+                "parsed": table.column("parsed"),
+                "source": table.column("source"),
+                "minute": minute,
+                "level": table.column("level"),
+            }
+        )
+        grouped = keys.group_by(["parsed", "source", "minute", "level"]).aggregate(
+            [("parsed", "count")]
+        )
+        for row in grouped.to_pylist():
+            key = (row["parsed"], row["source"], row["minute"], row["level"])
+            self._counts[key] = self._counts.get(key, 0) + row["parsed_count"]
+
+    def _add_logs(self, logs: pa.Table) -> None:
+        if logs.num_rows == 0:
+            return
+        micros = pc.cast(logs.column("timestamp"), pa.int64()).to_numpy(zero_copy_only=False)
+        days = np.floor_divide(micros, _US_PER_DAY)
+        hours = np.floor_divide(micros, _US_PER_HOUR) % 24
+        sources = logs.column("source").combine_chunks().dictionary_encode()
+        names = sources.dictionary.to_pylist()
+        code = (sources.indices.to_numpy().astype(np.int64) * 10_000_000 + days) * 24 + hours
+        order = np.argsort(code, kind="stable")
+        sorted_code = code[order]
+        starts = np.flatnonzero(np.r_[True, sorted_code[1:] != sorted_code[:-1]])
+        ends = np.r_[starts[1:], len(order)]
+        table = logs.select(LOGS_COLUMNS).take(pa.array(order))
+        for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
+            at = int(order[start])
+            day = (_EPOCH + timedelta(days=int(days[at]))).isoformat()
+            key = (names[int(sources.indices[at].as_py())], day, int(hours[at]))
+            self._logs.setdefault(key, []).append(table.slice(start, end - start))
+        self._buffered += logs.num_rows
+
+    def _flush(self) -> None:
+        """Writes each buffered directory's rows as a new file; no file stays open."""
+        name = f"{self.name}-{self._flushes:04d}.parquet"
+        for (source, day, hour), tables in self._logs.items():
+            directory = f"logs/source={source}/date={day}/hour={hour}"
+            self._write(f"{directory}/{name}", pa.concat_tables(tables))
+        if self._quarantine:
+            self._write(f"quarantine/{name}", pa.concat_tables(self._quarantine))
+        self._logs, self._quarantine, self._buffered = {}, [], 0
+        self._flushes += 1
+
+    def _write(self, relative: str, table: pa.Table) -> None:
+        path = self.staging / relative
+        if path.parent not in self._directories:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._directories.add(path.parent)
+        pq.write_table(table, path, compression="snappy")
+        self._written.append(relative)
+
+
+def line_counts(rows: list[dict[str, object]]) -> list[LineCount]:
+    """The ``count`` rows of a job's manifests, summed over its tasks."""
+    totals: dict[tuple[object, ...], int] = {}
+    for row in rows:
+        if row["kind"] == COUNT:
+            key = (row["parsed"], row["source"], row["minute"], row["level"])
+            totals[key] = totals.get(key, 0) + int(row["lines"])  # type: ignore[call-overload]
+    return [
+        LineCount(
+            parsed=parsed == 1,
+            source=source,  # type: ignore[arg-type]
+            minute=minute,  # type: ignore[arg-type]
+            level=level,  # type: ignore[arg-type]
+            lines=lines,
+        )
+        for (parsed, source, minute, level), lines in totals.items()
+    ]

@@ -1,0 +1,92 @@
+"""A task's records parsed and written as the warehouse's Parquet files, with its manifest."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa  # type: ignore[import-untyped]
+import pyarrow.parquet as pq  # type: ignore[import-untyped]
+import pytest
+
+from weir.pipeline import task_files
+from weir.pipeline.task_files import (
+    LOGS_COLUMNS,
+    QUARANTINE_COLUMNS,
+    line_counts,
+    write_task,
+)
+
+LINES = [
+    (b"hdfs", b"081109 203615 148 INFO dfs.DataNode$PacketResponder: one"),
+    (b"hdfs", b"081109 203807 222 WARN dfs.DataNode$PacketResponder: two"),
+    (b"hdfs", b"081109 213807 222 ERROR dfs.DataNode: next hour"),
+    (b"spark", b"17/06/09 20:10:40 INFO spark.SecurityManager: three"),
+    (b"hdfs", b"not an hdfs line"),
+    (b"nosuch", b"whatever"),
+]
+
+
+def _batch(records: list[tuple[bytes, bytes]], first_offset: int) -> pa.RecordBatch:
+    size = len(records)
+    return pa.RecordBatch.from_pydict(
+        {
+            "key": pa.array([k for k, _ in records], pa.binary()),
+            "value": pa.array([v for _, v in records], pa.binary()),
+            "topic": pa.array(["t"] * size),
+            "partition": pa.array([1] * size, pa.int32()),
+            "offset": pa.array(range(first_offset, first_offset + size), pa.int64()),
+        }
+    )
+
+
+def test_a_task_writes_logs_by_directory_and_quarantine(tmp_path: Path) -> None:
+    batches = [_batch(LINES[:3], 0), _batch(LINES[3:], 3)]
+    (manifest,) = list(write_task(str(tmp_path))(iter(batches)))
+    rows = manifest.to_pylist()
+    files = sorted(row["path"] for row in rows if row["kind"] == "file")
+    assert [f.rsplit("/", 1)[0] for f in files] == [
+        "logs/source=hdfs/date=2008-11-09/hour=20",
+        "logs/source=hdfs/date=2008-11-09/hour=21",
+        "logs/source=spark/date=2017-06-09/hour=20",
+        "quarantine",
+    ]
+    hour_20 = pq.read_table(tmp_path / files[0])
+    assert hour_20.column_names == list(LOGS_COLUMNS)
+    assert hour_20.column("offset").to_pylist() == [0, 1]
+    assert hour_20.column("level").to_pylist() == ["INFO", "WARN"]
+    quarantine = pq.read_table(tmp_path / files[3])
+    assert quarantine.column_names == list(QUARANTINE_COLUMNS)
+    assert quarantine.column("reason").to_pylist() == ["format-mismatch", "unknown-source"]
+    counts = line_counts(rows)
+    assert sum(c.lines for c in counts if c.parsed) == 4
+    assert sum(c.lines for c in counts if not c.parsed) == 2
+    minutes = {c.minute for c in counts if c.parsed and c.source == "hdfs"}
+    assert len(minutes) == 3
+
+
+def test_line_counts_sum_over_tasks() -> None:
+    row = {"kind": "count", "path": None, "parsed": 1, "source": "hdfs", "minute": 60_000_000,
+           "level": "INFO", "lines": 2}  # fmt: skip
+    (count,) = line_counts([row, {**row, "lines": 3}, {"kind": "file", "path": "x"}])
+    assert (count.parsed, count.source, count.lines) == (True, "hdfs", 5)
+
+
+def test_a_task_without_records_reports_nothing(tmp_path: Path) -> None:
+    (manifest,) = list(write_task(str(tmp_path))(iter([])))
+    assert manifest.num_rows == 0
+
+
+def test_a_full_buffer_is_written_out_as_new_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(task_files, "ROWS_PER_FLUSH", 2)
+    batches = [_batch(LINES[:2], 0), _batch(LINES[:2], 2)]
+    (manifest,) = list(write_task(str(tmp_path))(iter(batches)))
+    files = sorted(row["path"] for row in manifest.to_pylist() if row["kind"] == "file")
+    assert len(files) == 2
+    assert {f.rsplit("/", 1)[0] for f in files} == {"logs/source=hdfs/date=2008-11-09/hour=20"}
+    offsets = [pq.read_table(tmp_path / f).column("offset").to_pylist() for f in files]
+    assert sorted(offsets) == [[0, 1], [2, 3]]
+    assert sorted(p.name for p in tmp_path.rglob("*.parquet")) == sorted(
+        f.rsplit("/", 1)[1] for f in files
+    )
