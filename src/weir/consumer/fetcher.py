@@ -50,6 +50,7 @@ WAKE_TIMEOUT_S = 2.0
 LATEST = -1  # ListOffsets' "latest" timestamp
 PACE_WINDOW_MS = 50  # the workers' pace is measured over windows this long
 FAST_DRAIN_MS = 5
+FAST_PACE_PER_MS = 50  # only workers this fast (records/ms) count as draining the buffer now
 
 _error, _topic = Message.error, Message.topic
 _partition, _offset = Message.partition, Message.offset
@@ -254,14 +255,18 @@ class Fetcher:
         return self._pressure.decide(buffered, self._buffered())
 
     def _drains_fast(self) -> bool:
-        """Whether the workers, at their recent pace, bring the buffer below half the bound
-        within FAST_DRAIN_MS. Waiting for them then costs more than it saves: two thread
-        wake-ups per fetch, while they are through with the records in a fraction of that."""
+        """Whether the workers, at a recent pace of at least FAST_PACE_PER_MS, bring the buffer
+        below half the bound within FAST_DRAIN_MS. Waiting for them then costs more than it
+        saves: two thread wake-ups per fetch, while they are through with the records in a
+        fraction of that. A slower pace (runs finishing in bursts look fast over one window)
+        keeps the usual decision."""
         now, finished = self._clock.monotonic_ms(), self._queue.finished
         elapsed_ms = now - self._pace_since_ms
         if elapsed_ms >= PACE_WINDOW_MS:
             self._pace_per_ms = (finished - self._pace_finished) / elapsed_ms
             self._pace_since_ms, self._pace_finished = now, finished
+        if self._pace_per_ms < FAST_PACE_PER_MS:
+            return False
         excess = self._buffered() - self._pressure.resume_mark + 1
         return excess < self._pace_per_ms * FAST_DRAIN_MS
 
