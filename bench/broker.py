@@ -30,10 +30,14 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 MB = 1e6
 
 
-def start_broker(data_dir: Path) -> tuple[subprocess.Popen[bytes], str]:
+def start_broker(data_dir: Path, config: Path | None = None) -> tuple[subprocess.Popen[bytes], str]:
+    """`weir broker start` on an ephemeral loopback port (with `config`, a TOML file, if given);
+    returns the process and its address once it is ready. The other benchmarks use it too."""
     ready = data_dir.parent / "ready"
     command = [sys.executable, "-m", "weir.cli.main", "broker", "start", "--data-dir",
                str(data_dir), "--listen", "127.0.0.1:0", "--ready-file", str(ready)]  # fmt: skip
+    if config is not None:
+        command += ["--config", str(config)]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL)
     deadline = time.monotonic() + 30
     while not (ready.exists() and ready.read_text().strip()):

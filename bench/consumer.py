@@ -24,8 +24,6 @@ import json
 import os
 import platform
 import statistics
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -36,6 +34,7 @@ from typing import Any
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from broker import start_broker
 from weir.consumer import ConsumerSettings, Delivery, LogConsumer, WorkerKind, tune_gc
 from weir.consumer.sinks import sink_factory
 
@@ -51,20 +50,10 @@ def handler(_record: object) -> None:
     next(counter)
 
 
-def start_broker(scratch: Path) -> tuple[subprocess.Popen[bytes], str]:
+def broker_config(scratch: Path) -> Path:
     config = scratch / "broker.toml"
     config.write_text('"group.initial.rebalance.delay.ms" = 0\n')
-    ready = scratch / "ready"
-    command = [sys.executable, "-m", "weir.cli.main", "broker", "start", "--data-dir",
-               str(scratch / "data"), "--listen", "127.0.0.1:0", "--ready-file", str(ready),
-               "--config", str(config)]  # fmt: skip
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL)
-    deadline = time.monotonic() + 30
-    while not (ready.exists() and ready.read_text().strip()):
-        if process.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError("broker did not start")
-        time.sleep(0.05)
-    return process, ready.read_text().strip()
+    return config
 
 
 def produce(bootstrap: str, count: int) -> None:
@@ -227,7 +216,7 @@ def main() -> int:
     )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="weir-bench-") as scratch:
-        process, bootstrap = start_broker(Path(scratch))
+        process, bootstrap = start_broker(Path(scratch) / "data", broker_config(Path(scratch)))
         try:
             produce(bootstrap, args.records)
             default_gc = run_all(bootstrap, args.records, args.repeat, Path(scratch), True)

@@ -26,8 +26,6 @@ import json
 import os
 import platform
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -37,6 +35,7 @@ import pyarrow as pa  # type: ignore[import-untyped]
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from broker import start_broker
 from weir.pipeline.logs_job import PARSE_BATCH_RECORDS, LogsJob, parse_batches, run_logs_job
 from weir.pipeline.session import weir_session
 
@@ -48,20 +47,6 @@ SPARK_CONFIG = {
     "spark.sql.shuffle.partitions": "4",
     "spark.ui.showConsoleProgress": "false",
 }
-
-
-def start_broker(scratch: Path) -> tuple[subprocess.Popen[bytes], str]:
-    ready = scratch / "ready"
-    command = [sys.executable, "-m", "weir.cli.main", "broker", "start",
-               "--data-dir", str(scratch / "data"), "--listen", "127.0.0.1:0",
-               "--ready-file", str(ready)]  # fmt: skip
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL)
-    deadline = time.monotonic() + 30
-    while not (ready.exists() and ready.read_text().strip()):
-        if process.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError("broker did not start")
-        time.sleep(0.05)
-    return process, ready.read_text().strip()
 
 
 def demo_records() -> list[tuple[bytes, bytes]]:
@@ -180,7 +165,7 @@ def main() -> int:
     samples = demo_records()
     records = cycled(samples, args.records)
     with tempfile.TemporaryDirectory(prefix="weir-bench-") as scratch:
-        process, bootstrap = start_broker(Path(scratch))
+        process, bootstrap = start_broker(Path(scratch) / "data")
         try:
             produce_s = produce(bootstrap, records, args.partitions)
             raw = [

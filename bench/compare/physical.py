@@ -16,38 +16,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from broker import loopback_tcp, page_cache_write
+
 from .stats import MB, latency_summary
-
-CHUNK = 1024 * 1024
-
-
-def loopback_throughput(total: int) -> dict[str, Any]:
-    listener = socket.create_server(("127.0.0.1", 0))
-    received = [0]
-
-    def drain() -> None:
-        conn, _ = listener.accept()
-        buf = bytearray(CHUNK)
-        while n := conn.recv_into(buf):
-            received[0] += n
-        conn.close()
-
-    thread = threading.Thread(target=drain)
-    thread.start()
-    sender = socket.create_connection(listener.getsockname())
-    data = os.urandom(CHUNK)
-    started = time.perf_counter()
-    for _ in range(total // CHUNK):
-        sender.sendall(data)
-    sender.close()
-    thread.join()
-    seconds = time.perf_counter() - started
-    listener.close()
-    return {
-        "bytes": received[0],
-        "seconds": round(seconds, 3),
-        "mb_per_s": round(received[0] / seconds / MB, 1),
-    }
 
 
 def loopback_round_trip(count: int, size: int = 200) -> dict[str, Any]:
@@ -92,23 +63,6 @@ def _recv_exactly(conn: socket.socket, size: int) -> bytes:
     return data
 
 
-def page_cache_write(directory: Path, total: int) -> dict[str, Any]:
-    path = directory / "physical-page-cache"
-    data = os.urandom(CHUNK)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    started = time.perf_counter()
-    for _ in range(total // CHUNK):
-        os.write(fd, data)
-    seconds = time.perf_counter() - started
-    os.close(fd)
-    path.unlink()
-    return {
-        "bytes": total,
-        "seconds": round(seconds, 3),
-        "mb_per_s": round(total / seconds / MB, 1),
-    }
-
-
 def fsync_writes(directory: Path, size: int, seconds: float) -> dict[str, Any]:
     """Appends of `size` bytes, each followed by fdatasync, for `seconds`."""
     path = directory / f"physical-fsync-{size}"
@@ -135,7 +89,7 @@ def fsync_writes(directory: Path, size: int, seconds: float) -> dict[str, Any]:
 def measure(directory: Path, *, bulk_bytes: int, seconds: float, sizes: list[int]) -> dict:
     """All of the above; `sizes` are the byte counts to measure fsync'd appends at."""
     return {
-        "loopback_tcp": loopback_throughput(bulk_bytes),
+        "loopback_tcp": loopback_tcp(bulk_bytes),
         "loopback_round_trip": loopback_round_trip(max(1000, int(seconds * 5000))),
         "page_cache_write": page_cache_write(directory, bulk_bytes),
         "fsync_write": {str(size): fsync_writes(directory, size, seconds) for size in sizes},

@@ -215,7 +215,6 @@ def test_markdown_marks_refused_messages() -> None:
 
 
 def test_settled_delivery_tags_honour_multiple_confirms() -> None:
-    pytest.importorskip("pika")
     from compare.clients.rabbitmq import _Settled
 
     settled = _Settled()
