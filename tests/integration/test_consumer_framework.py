@@ -432,19 +432,51 @@ def test_a_slow_handler_stays_in_its_group_and_memory_bound_at_the_workers_capac
     assert last["weir_consumer_pauses_total"] >= 1, "back-pressure never paused fetching"
     assert last["weir_consumer_rebalances_total"] == 1, "the consumer was rebalanced"
 
+    # Throughput equals the workers' capacity when they are never left waiting for records:
+    # the idle share is what the framework controls; the rate also depends on how punctually
+    # this machine wakes a sleeping handler, so it is held to a wider margin.
     (start_s, first), (end_s, _) = samples[len(samples) // 4], samples[-1]
+    elapsed = end_s - start_s
     handled = (
         last["weir_consumer_records_handled_total"] - first["weir_consumer_records_handled_total"]
     )
+    idle = (
+        last["weir_consumer_worker_idle_seconds_total"]
+        - first["weir_consumer_worker_idle_seconds_total"]
+    )
     capacity = SLOW_WORKERS * 1000 / SLOW_HANDLER_MS
-    assert 0.9 * capacity <= handled / (end_s - start_s) <= 1.02 * capacity
-    assert 0.8 * capacity <= last["weir_consumer_throughput"] <= 1.02 * capacity
+    trace = describe_samples(samples)
+    assert idle / (SLOW_WORKERS * elapsed) <= 0.05, f"workers waited for records\n{trace}"
+    assert 0.85 * capacity <= handled / elapsed <= 1.02 * capacity, trace
+    assert 0.8 * capacity <= last["weir_consumer_throughput"] <= 1.02 * capacity, trace
     lag = sum(v for k, v in last.items() if k.startswith("weir_consumer_lag{"))
     committed = sum(v for k, v in last.items() if k.startswith("weir_consumer_committed_offset{"))
     assert lag == SLOW_RECORDS - committed > 0
     grown = peak_memory - baseline
-    print(f"memory grew by {grown / 2**20:.1f} MiB; throughput {handled / (end_s - start_s):.1f}/s")
+    rate = handled / elapsed
+    print(f"memory grew by {grown / 2**20:.1f} MiB; {rate:.1f} records/s; idle {idle:.2f} s")
+    print(trace)
     assert grown <= MEMORY_BOUND + MEMORY_SLACK, f"memory grew by {grown / 2**20:.1f} MiB"
+
+
+def describe_samples(samples: list[tuple[float, dict[str, float]]]) -> str:
+    """Per sample: handled records, workers' idle time and buffered records since the previous."""
+    lines = []
+    for (_, before), (at, now) in itertools.pairwise(samples):
+        handled = (
+            now["weir_consumer_records_handled_total"]
+            - before["weir_consumer_records_handled_total"]
+        )
+        idle = (
+            now["weir_consumer_worker_idle_seconds_total"]
+            - before["weir_consumer_worker_idle_seconds_total"]
+        )
+        lines.append(
+            f"{at - samples[0][0]:6.2f}s handled {handled:4.0f} idle {idle:5.2f}s"
+            f" buffered {now['weir_consumer_buffered_records']:4.0f}"
+            f" paused {now['weir_consumer_paused_partitions']:2.0f}"
+        )
+    return "\n".join(lines)
 
 
 def sample_metrics(

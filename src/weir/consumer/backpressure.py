@@ -7,9 +7,10 @@ buffered records reach its share of the bound: librdkafka then drops what it pre
 that partition, so the next records come from other partitions and the buffer holds many
 partitions' records. That matters because under per-partition order only as many workers can
 be busy as partitions have records buffered. A paused partition resumes at half its share.
-When the bound itself is reached every partition is paused (saturated) until half the bound
-is free. While any partition is paused, a fetch asks for one share at most, so one partition
-cannot take another's room.
+When the bound itself is reached every partition is paused (saturated) until one share of
+it is free, and then the partitions that drained are resumed: waiting for half the bound would
+leave workers idle while the remaining records sit in a few partitions. While any partition
+is paused, a fetch asks for one share at most, so one partition cannot take another's room.
 
 A pause costs librdkafka's prefetch for the partition and a resume a fetch round, so nothing is
 paused while the handler keeps up: the buffer never stays half full.
@@ -63,13 +64,16 @@ class BackPressure(Generic[K]):
         """What to change, given each owned partition's buffered records and the total (which
         may include more than the partitions' records, such as results awaiting a commit)."""
         paused = self.paused & buffered.keys()
-        saturated = total > self.resume_mark if self.saturated else total >= self.max_buffered
+        share = self.share(len(buffered))
+        if self.saturated:
+            saturated = total > self.max_buffered - share
+        else:
+            saturated = total >= self.max_buffered
         if saturated:
             return Decision([k for k in buffered if k not in paused], [], True)
-        share = self.share(len(buffered))
         pressed = total >= self.resume_mark
         pause = [k for k, n in buffered.items() if pressed and n >= share and k not in paused]
-        resume = [k for k in paused if buffered[k] <= share // 2]
+        resume = [k for k, n in buffered.items() if k in paused and n <= share // 2]
         return Decision(pause, resume, False)
 
     def record(self, decision: Decision[K], owned: Mapping[K, object]) -> None:

@@ -26,6 +26,7 @@ class WorkerStats:
     handled: int = 0  # records whose handler succeeded
     retries: int = 0
     dead_lettered: int = 0
+    idle_s: float = 0.0  # time spent waiting for work
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +108,11 @@ class ConsumerCollector:
             sum(w.dead_lettered for w in workers),
         )
         yield _gauge("throughput", "Records handled per second, last 10 s", snap.throughput)
+        yield _counter(
+            "worker_idle_seconds",
+            "Time the workers spent waiting for records, summed over workers",
+            sum(w.idle_s for w in workers),
+        )
 
     def _queue_gauges(self, snap: Snapshot) -> Iterator[Metric]:
         yield _gauge("queue_depth", "Records waiting for a worker", snap.queued)

@@ -189,7 +189,12 @@ class WorkerPool:
 
     def _work(self, stats: WorkerStats) -> None:
         chunk = 1
-        while (run := self._queue.take()) is not None:
+        while True:
+            waiting = time.perf_counter()
+            run = self._queue.take()
+            stats.idle_s += time.perf_counter() - waiting
+            if run is None:
+                return
             try:
                 chunk = self._handle(run, stats, chunk)
             except Exception:

@@ -1,5 +1,6 @@
 """Back-pressure decisions: partitions paused at their share of the bound, everything at the
-bound, resumed at half; fetch sizes that leave room for the other partitions."""
+bound until a share is free, resumed at half their share; fetch sizes that leave room for the
+other partitions."""
 
 from __future__ import annotations
 
@@ -33,15 +34,17 @@ def test_under_pressure_partitions_at_their_share_are_paused() -> None:
     assert pressure.paused == {"b"}
 
 
-def test_the_bound_pauses_everything_until_half_of_it_is_free() -> None:
+def test_the_bound_pauses_everything_until_one_share_of_it_is_free() -> None:
     pressure: BackPressure[str] = BackPressure(BOUND, fetch_batch=80)
-    decision = apply(pressure, {"a": 60, "b": 40}, total=100)
-    assert decision == Decision(["a", "b"], [], True)
-    assert pressure.fetch_count(total=100, partitions=2) == 0
-    assert apply(pressure, {"a": 40, "b": 15}, total=55) == Decision([], [], True)
-    decision = apply(pressure, {"a": 35, "b": 15}, total=50)
-    assert decision == Decision([], ["b"], False)  # b is under half its share (25)
-    assert pressure.paused == {"a"}
+    decision = apply(pressure, {"a": 50, "b": 30, "c": 20, "d": 0}, total=100)
+    assert decision == Decision(["a", "b", "c", "d"], [], True)
+    assert pressure.fetch_count(total=100, partitions=4) == 0
+    # share: 100 / 4 = 25; 76 buffered leaves less than a share free
+    assert apply(pressure, {"a": 45, "b": 25, "c": 6, "d": 0}, total=76) == Decision([], [], True)
+    decision = apply(pressure, {"a": 45, "b": 24, "c": 6, "d": 0}, total=75)
+    assert decision == Decision([], ["c", "d"], False)  # under half their share
+    assert pressure.paused == {"a", "b"}
+    assert pressure.fetch_count(total=75, partitions=4) == 25
 
 
 def test_results_awaiting_a_commit_count_against_the_bound() -> None:
