@@ -12,6 +12,7 @@ import logging
 import re
 import time
 from collections.abc import Iterator, Mapping, Sequence
+from itertools import chain
 from typing import Any, cast
 
 import numpy as np
@@ -119,30 +120,36 @@ def ensure_topic(client_options: Mapping[str, str], name: str, *, partitions: in
             raise
 
 
-def produce_messages(
-    client_options: Mapping[str, str], topic: str, messages: Sequence[tuple[bytes, bytes]]
-) -> None:
-    """Produces (key, value) pairs to ``topic`` with acks=all and idempotence; returns once all
-    are acknowledged, and raises KafkaException if any failed."""
-    if not messages:
-        return
-    producer = Producer({"acks": "all", "enable.idempotence": True, **client_options})
-    failures: list[KafkaError] = []
+class MessagePublisher:
+    """Produces batches of (key, value) pairs to a topic with acks=all and idempotence, over one
+    producer kept for all of them (a new producer costs a connection and a producer id)."""
 
-    def delivered(error: KafkaError | None, _message: Message) -> None:
+    def __init__(self, client_options: Mapping[str, str], topic: str) -> None:
+        self.topic = topic
+        self._producer = Producer({"acks": "all", "enable.idempotence": True, **client_options})
+        self._failures: list[KafkaError] = []
+
+    def publish(self, messages: Sequence[tuple[bytes, bytes]]) -> None:
+        """Returns once every message is acknowledged; raises KafkaException if any failed."""
+        self._failures.clear()
+        for key, value in messages:
+            while True:
+                try:
+                    self._producer.produce(self.topic, value, key, on_delivery=self._delivered)
+                    break
+                except BufferError:
+                    self._producer.poll(0.1)
+        remaining = self._producer.flush(PRODUCE_TIMEOUT_S)
+        if self._failures or remaining:
+            failure = self._failures[0] if self._failures else KafkaError(KafkaError._TIMED_OUT)
+            raise KafkaException(failure)
+
+    def close(self) -> None:
+        self._producer.flush(PRODUCE_TIMEOUT_S)
+
+    def _delivered(self, error: KafkaError | None, _message: Message) -> None:
         if error is not None:
-            failures.append(error)
-
-    for key, value in messages:
-        while True:
-            try:
-                producer.produce(topic, value, key, on_delivery=delivered)
-                break
-            except BufferError:
-                producer.poll(0.1)
-    remaining = producer.flush(PRODUCE_TIMEOUT_S)
-    if failures or remaining:
-        raise KafkaException(failures[0] if failures else KafkaError(KafkaError._TIMED_OUT))
+            self._failures.append(error)
 
 
 def offsets_for_timestamp(
@@ -247,7 +254,8 @@ class RangeReader:
     def _batch(self, r: OffsetRange, messages: list[Message], offsets: list[int]) -> pa.RecordBatch:
         """The messages of one partition as a batch; topic and partition are the range's."""
         size = len(messages)
-        stamps = np.array(list(map(Message.timestamp, messages)), dtype=np.int64).reshape(size, 2)
+        pairs = chain.from_iterable(map(Message.timestamp, messages))  # (type, ms) per message
+        stamps = np.fromiter(pairs, dtype=np.int64, count=2 * size).reshape(size, 2)
         kinds = stamps[:, 0]
         columns = [
             pa.array(list(map(Message.key, messages)), pa.binary()),

@@ -5,14 +5,16 @@ Each record's value is one raw line (UTF-8); its key, when present, names the so
 the format is detected from the line. A line that does not parse goes to ``quarantine`` with the
 reason, never dropped.
 
-The job is one Structured Streaming query: ``readStream.format("weir")`` from the earliest
-offsets, written batch by batch with ``foreachBatch``. Each micro-batch is one Spark job whose
-tasks parse their records over Arrow batches and write the logs and quarantine files themselves
-(``weir.pipeline.task_files``), returning only the files and line counts; the driver then writes
-the batch's metrics from those counts. Spark records each
-micro-batch's offsets in the checkpoint before it runs and replays an unfinished batch after a
-restart; ``weir.pipeline.warehouse.BatchCommits`` makes the replay replace, never duplicate, what
-the batch wrote. So each input line lands in the warehouse exactly once, even across a kill -9
+The job is one Structured Streaming query over ``readStream.format("weir-log-files")``
+(``weir.pipeline.log_files``), from the earliest offsets, handled batch by batch with
+``foreachBatch``. Each micro-batch is one Spark job whose tasks read their offset ranges, parse
+the records over Arrow batches and write the logs and quarantine files themselves
+(``weir.pipeline.task_files``) into the warehouse's spool, returning only the files and line
+counts; the driver moves the reported files into the batch's staging directory and writes the
+batch's metrics from those counts. Spark records each micro-batch's offsets in the checkpoint
+before it runs and replays an unfinished batch after a restart;
+``weir.pipeline.warehouse.BatchCommits`` makes the replay replace, never duplicate, what the
+batch wrote. So each input line lands in the warehouse exactly once, even across a kill -9
 of the driver. Each batch's per-minute metrics also go, as JSON, to a metrics topic; there a
 replayed batch may publish its rows again (at-least-once; each row carries its ``batch``).
 """
@@ -31,24 +33,27 @@ import pyarrow as pa  # type: ignore[import-untyped]
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
-from weir.pipeline.kafka_io import ensure_topic, produce_messages
+from weir.pipeline.kafka_io import BATCH_RECORDS, MessagePublisher, ensure_topic
+from weir.pipeline.log_files import FORMAT as LOG_FILES_FORMAT
+from weir.pipeline.log_files import SPOOL_OPTION, LogFilesDataSource
 from weir.pipeline.metrics import (
     QUARANTINE_SCHEMA,
     BatchCounts,
     write_parquet,
 )
 from weir.pipeline.parsing.batch import PARSED_SCHEMA, BatchParser
-from weir.pipeline.source import FORMAT
-from weir.pipeline.task_files import FILE, MANIFEST, line_counts, write_task
-from weir.pipeline.warehouse import BatchCommits
+from weir.pipeline.task_files import FILE, line_counts
+from weir.pipeline.warehouse import STAGING_DIR, BatchCommits
 
 METRICS_FILE = "part-00000-metrics.snappy.parquet"
 EMPTY_FILE = "part-00000-empty.snappy.parquet"
 TABLES = ("logs", "quarantine", "metrics_minute")
 TRIGGER_INTERVAL = "1 second"
-# Rows per Arrow batch handed to the parser: large batches spread its fixed per-batch costs.
-PARSE_BATCH_RECORDS = 50_000
+# Rows per Arrow batch handed to the parser (the range reader's batches): large batches spread
+# its fixed per-batch costs.
+PARSE_BATCH_RECORDS = BATCH_RECORDS
 STOP_POLL_S = 1
+SPOOL_DIR = "tasks"
 PARSED_ARROW = pa.schema(
     [*PARSED_SCHEMA, ("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64())]
 )
@@ -115,36 +120,46 @@ def run_logs_job(
     """
     ensure_topic({"bootstrap.servers": job.bootstrap}, job.metrics_topic_name)
     writer = BatchWriter(job)
-    query = start_query(spark, job, writer)
     try:
-        while query.isActive and not (stop is not None and stop.is_set()):
-            query.awaitTermination(STOP_POLL_S)
+        query = start_query(spark, job, writer)
+        try:
+            while query.isActive and not (stop is not None and stop.is_set()):
+                query.awaitTermination(STOP_POLL_S)
+        finally:
+            query.stop()
+        query.awaitTermination()
     finally:
-        query.stop()
-    query.awaitTermination()
+        writer.close()
     return writer.summary
 
 
 def start_query(spark: SparkSession, job: LogsJob, writer: BatchWriter) -> StreamingQuery:
-    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(PARSE_BATCH_RECORDS))
+    spark.dataSource.register(LogFilesDataSource)
     reader = (
-        spark.readStream.format(FORMAT)
+        spark.readStream.format(LOG_FILES_FORMAT)
         .option("bootstrap.servers", job.bootstrap)
         .option("subscribe", job.topic)
         .option("startingOffsets", "earliest")
         .option("includeHeaders", "false")
+        .option(SPOOL_OPTION, str(spool_of(job.warehouse)))
     )
     if job.max_records_per_trigger is not None:
         reader = reader.option("maxRecordsPerTrigger", str(job.max_records_per_trigger))
-    records = reader.load().select("key", "value", "topic", "partition", "offset")
-    stream = records.writeStream.foreachBatch(writer).option(
-        "checkpointLocation", str(job.checkpoint)
+    stream = (
+        reader.load()
+        .writeStream.foreachBatch(writer)
+        .option("checkpointLocation", str(job.checkpoint))
     )
     if job.once:
         stream = stream.trigger(availableNow=True)
     else:
         stream = stream.trigger(processingTime=TRIGGER_INTERVAL)
     return stream.start()
+
+
+def spool_of(warehouse: Path) -> Path:
+    """Where the job's tasks write their files before the driver stages them for a batch."""
+    return warehouse / STAGING_DIR / SPOOL_DIR
 
 
 class BatchWriter:
@@ -159,20 +174,25 @@ class BatchWriter:
         self.job = job
         self.summary = RunSummary()
         self._commits: BatchCommits | None = None
+        self._metrics: MessagePublisher | None = None
 
-    def __call__(self, records: DataFrame, batch_id: int) -> None:
+    def __call__(self, manifests: DataFrame, batch_id: int) -> None:
         commits = self._batch_commits()
         if commits.committed(batch_id) is not None:
             self.summary.replayed.append(batch_id)
             return
         staging = commits.stage(batch_id)
-        counts, files = write_tables(records, staging, batch_id)
-        produce_messages(
-            {"bootstrap.servers": self.job.bootstrap},
-            self.job.metrics_topic_name,
-            counts.metrics_messages(),
-        )
+        counts, files = write_tables(manifests, spool_of(self.job.warehouse), staging, batch_id)
+        if self._metrics is None:
+            client = {"bootstrap.servers": self.job.bootstrap}
+            self._metrics = MessagePublisher(client, self.job.metrics_topic_name)
+        self._metrics.publish(counts.metrics_messages())
         self.summary.add(commits.commit(batch_id, counts.summary(), files))
+
+    def close(self) -> None:
+        if self._metrics is not None:
+            self._metrics.close()
+            self._metrics = None
 
     def _batch_commits(self) -> BatchCommits:
         if self._commits is None:
@@ -187,25 +207,28 @@ def checkpoint_query_id(job: LogsJob) -> str:
     return query_id
 
 
-def write_tables(records: DataFrame, staging: Path, batch_id: int) -> tuple[BatchCounts, list[str]]:
-    """Writes the batch's three tables under ``staging``; returns its line counts and the files
-    to commit (relative to ``staging``).
+def write_tables(
+    manifests: DataFrame, spool: Path, staging: Path, batch_id: int
+) -> tuple[BatchCounts, list[str]]:
+    """Runs the batch's tasks and stages its three tables under ``staging``; returns its line
+    counts and the files to commit (relative to ``staging``).
 
-    One Spark job: each task parses its records and writes its logs and quarantine files (see
-    ``weir.pipeline.task_files``), reporting the files and its line counts. Files that no
-    successful task reported (left by a failed attempt) are deleted. The metrics, computed from
-    the counts, and an empty quarantine file when nothing was quarantined are written here.
+    One Spark job: each task parses its records and writes its logs and quarantine files into
+    ``spool``, reporting the files and its line counts. The reported files move to ``staging``;
+    files in the spool that no successful task reported (left by a failed attempt) are
+    deleted. The metrics, computed from the counts, and an empty quarantine file when nothing
+    was quarantined are written here.
     """
-    manifest = [
-        row.asDict() for row in records.mapInArrow(write_task(str(staging)), MANIFEST).collect()
-    ]
-    reported = {row["path"] for row in manifest if row["kind"] == FILE}
-    for table in ("logs", "quarantine"):
-        for path in (staging / table).rglob("*.parquet"):
-            if str(path.relative_to(staging)) not in reported:
-                path.unlink()
+    manifest = [row.asDict() for row in manifests.collect()]
+    reported = sorted({row["path"] for row in manifest if row["kind"] == FILE})
+    for relative in reported:
+        target = staging / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        (spool / relative).replace(target)
+    for path in spool.rglob("*.parquet"):
+        path.unlink()
     counts = BatchCounts.of(batch_id, line_counts(manifest))
-    files = sorted(reported)
+    files = list(reported)
     if not counts.quarantined:
         write_parquet(QUARANTINE_SCHEMA.empty_table(), staging / "quarantine", EMPTY_FILE)
         files.append(f"quarantine/{EMPTY_FILE}")

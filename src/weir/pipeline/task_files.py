@@ -1,9 +1,9 @@
 """One Spark task's share of a micro-batch: raw records parsed and written as Parquet files.
 
-The log ETL job runs ``write_task(staging)`` with ``mapInArrow`` over a micro-batch of raw
-records (key, value, topic, partition, offset). Each task parses its records (see
-``weir.pipeline.parsing.batch``) and writes them with pyarrow under the batch's staging
-directory, in the warehouse's layout: ``logs/source=S/date=YYYY-MM-DD/hour=H/`` (columns
+The log ETL job's tasks (see ``weir.pipeline.log_files``) run ``write_task(spool)`` over the raw
+records of their offset range (Arrow batches of key, value, topic, partition, offset). Each
+parses its records (see ``weir.pipeline.parsing.batch``) and writes them with pyarrow under the
+spool directory, in the warehouse's layout: ``logs/source=S/date=YYYY-MM-DD/hour=H/`` (columns
 ``LOGS_COLUMNS``; source, date and hour live in the path) and ``quarantine/`` (columns
 ``QUARANTINE_COLUMNS``). Its output is small: one ``file`` row per file written and one ``count``
 row per (parsed, source, minute, level) with its number of lines.
@@ -15,6 +15,7 @@ reported and deletes the others before it commits the batch.
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import date, timedelta
@@ -58,32 +59,41 @@ MANIFEST_ARROW = pa.schema(
 )
 RECORD_COLUMNS = ("topic", "partition", "offset")
 ROWS_PER_FLUSH = 200_000  # buffered rows of a task before they are written out
+MAX_OPEN_FILES = 1_000  # a task's files open at once, beyond which a flush closes them
 _US_PER_HOUR = 3_600_000_000
 _US_PER_DAY = 86_400_000_000
 _EPOCH = date(1970, 1, 1)
 
 
 def write_task(staging: str) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The ``mapInArrow`` function writing one task's records under ``staging``."""
+    """The function of a task writing its records under ``staging``: raw Arrow batches in, the
+    task's manifest (one batch of ``MANIFEST_ARROW``) out."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         context = TaskContext.get()
         task = f"{context.partitionId():05d}-{context.attemptNumber()}" if context else "00000-0"
         files = TaskFiles(Path(staging), f"part-{task}-{uuid.uuid4().hex[:8]}")
         parser = BatchParser(year=date.today().year)
-        for batch in batches:
-            files.add(parser, batch)
+        try:
+            for batch in batches:
+                files.add(parser, batch)
+        except BaseException:
+            files.abandon()
+            raise
         yield files.finish()
 
     return run
 
 
 class TaskFiles:
-    """Parses and buffers a task's records, writing a Parquet file per directory whenever the
-    buffer holds ``ROWS_PER_FLUSH`` rows and at the end, and reports what it wrote and counted.
+    """Parses and buffers a task's records, writing them out whenever the buffer holds
+    ``ROWS_PER_FLUSH`` rows and at the end, and reports what it wrote and counted.
 
-    A task thus writes one file per directory per ``ROWS_PER_FLUSH`` rows at most, and holds at
-    most about that many rows in memory.
+    Each directory's file stays open across flushes (a flush appends a row group), so a task
+    writes one file per directory: logs spread over many hours cost a file per hour, and a file
+    costs far more than a row group. Past ``MAX_OPEN_FILES`` directories, a flush closes its
+    files and the next one starts new ones. A task holds at most about ``ROWS_PER_FLUSH`` rows
+    in memory.
     """
 
     def __init__(self, staging: Path, name: str) -> None:
@@ -95,6 +105,7 @@ class TaskFiles:
         self._written: list[str] = []
         self._counts: dict[tuple[int, str | None, int | None, str | None], int] = {}
         self._directories: set[Path] = set()
+        self._open: dict[str, pq.ParquetWriter] = {}
         self._flushes = 0
 
     def add(self, parser: BatchParser, batch: pa.RecordBatch) -> None:
@@ -116,6 +127,7 @@ class TaskFiles:
     def finish(self) -> pa.RecordBatch:
         """Writes what is buffered, closes the files and returns the task's manifest."""
         self._flush()
+        self._close()
         rows: list[dict[str, object]] = [{"kind": FILE, "path": path} for path in self._written]
         rows += [
             {"kind": COUNT, "parsed": parsed, "source": source, "minute": minute,
@@ -123,6 +135,13 @@ class TaskFiles:
             for (parsed, source, minute, level), lines in self._counts.items()
         ]  # fmt: skip
         return pa.RecordBatch.from_pylist(rows, schema=MANIFEST_ARROW)
+
+    def abandon(self) -> None:
+        """Closes the open files after a failure; the driver deletes them (none was reported)."""
+        for writer in self._open.values():
+            with contextlib.suppress(OSError):
+                writer.close()
+        self._open = {}
 
     def _count(self, table: pa.Table) -> None:
         minute = pc.cast(pc.floor_temporal(table.column("timestamp"), unit="minute"), pa.int64())
@@ -163,23 +182,34 @@ class TaskFiles:
         self._buffered += logs.num_rows
 
     def _flush(self) -> None:
-        """Writes each buffered directory's rows as a new file; no file stays open."""
-        name = f"{self.name}-{self._flushes:04d}.parquet"
+        """Appends each buffered directory's rows to its file, opening the file if need be."""
         for (source, day, hour), tables in self._logs.items():
             directory = f"logs/source={source}/date={day}/hour={hour}"
-            self._write(f"{directory}/{name}", pa.concat_tables(tables))
+            self._write(directory, pa.concat_tables(tables))
         if self._quarantine:
-            self._write(f"quarantine/{name}", pa.concat_tables(self._quarantine))
+            self._write("quarantine", pa.concat_tables(self._quarantine))
         self._logs, self._quarantine, self._buffered = {}, [], 0
-        self._flushes += 1
+        if len(self._open) > MAX_OPEN_FILES:
+            self._close()
 
-    def _write(self, relative: str, table: pa.Table) -> None:
-        path = self.staging / relative
-        if path.parent not in self._directories:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._directories.add(path.parent)
-        pq.write_table(table, path, compression="snappy")
-        self._written.append(relative)
+    def _write(self, directory: str, table: pa.Table) -> None:
+        writer = self._open.get(directory)
+        if writer is None:
+            relative = f"{directory}/{self.name}-{self._flushes:04d}.parquet"
+            path = self.staging / relative
+            if path.parent not in self._directories:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                self._directories.add(path.parent)
+            writer = pq.ParquetWriter(path, table.schema, compression="snappy")
+            self._open[directory] = writer
+            self._written.append(relative)
+        writer.write_table(table.cast(writer.schema))
+
+    def _close(self) -> None:
+        for writer in self._open.values():
+            writer.close()
+        self._open = {}
+        self._flushes += 1
 
 
 def line_counts(rows: list[dict[str, object]]) -> list[LineCount]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa  # type: ignore[import-untyped]
@@ -76,10 +77,25 @@ def test_a_task_without_records_reports_nothing(tmp_path: Path) -> None:
     assert manifest.num_rows == 0
 
 
-def test_a_full_buffer_is_written_out_as_new_files(
+def test_a_full_buffer_is_appended_to_the_open_file_as_a_row_group(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(task_files, "ROWS_PER_FLUSH", 2)
+    batches = [_batch(LINES[:2], 0), _batch(LINES[:2], 2)]
+    (manifest,) = list(write_task(str(tmp_path))(iter(batches)))
+    (file,) = [row["path"] for row in manifest.to_pylist() if row["kind"] == "file"]
+    assert file.rsplit("/", 1)[0] == "logs/source=hdfs/date=2008-11-09/hour=20"
+    parquet = pq.ParquetFile(tmp_path / file)
+    assert parquet.metadata.num_row_groups == 2
+    assert parquet.read().column("offset").to_pylist() == [0, 1, 2, 3]
+    assert [p.name for p in tmp_path.rglob("*.parquet")] == [file.rsplit("/", 1)[1]]
+
+
+def test_past_the_open_file_limit_a_flush_closes_its_files_and_new_ones_follow(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(task_files, "ROWS_PER_FLUSH", 2)
+    monkeypatch.setattr(task_files, "MAX_OPEN_FILES", 0)
     batches = [_batch(LINES[:2], 0), _batch(LINES[:2], 2)]
     (manifest,) = list(write_task(str(tmp_path))(iter(batches)))
     files = sorted(row["path"] for row in manifest.to_pylist() if row["kind"] == "file")
@@ -90,3 +106,12 @@ def test_a_full_buffer_is_written_out_as_new_files(
     assert sorted(p.name for p in tmp_path.rglob("*.parquet")) == sorted(
         f.rsplit("/", 1)[1] for f in files
     )
+
+
+def test_a_failing_task_closes_its_files_and_reports_nothing(tmp_path: Path) -> None:
+    def failing() -> Iterator[pa.RecordBatch]:
+        yield _batch(LINES[:2], 0)
+        raise OSError("the fetch failed")
+
+    with pytest.raises(OSError, match="the fetch failed"):
+        list(write_task(str(tmp_path))(failing()))

@@ -1,0 +1,61 @@
+"""``readStream.format("weir-log-files")``: the log ETL's stream, whose tasks write the files.
+
+A micro-batch stream over the same offsets as ``readStream.format("weir")`` (the same options,
+offsets in the checkpoint, ``maxRecordsPerTrigger``, available-now triggers, data-loss
+handling), but each task, instead of handing its raw records to Spark, parses them and writes
+them as Parquet under the ``spool`` directory (see ``weir.pipeline.task_files``). Its rows are
+the tasks' manifests: the files each wrote and its line counts. The records thus never pass
+through the JVM: a row crossing from Python to the JVM and back to Python cost more than
+parsing it.
+
+The spool belongs to one job: the driver moves the files that a batch's tasks reported into
+the batch's staging directory and deletes any others there (left by failed attempts) before
+it commits the batch (see ``weir.pipeline.logs_job``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa  # type: ignore[import-untyped]
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.types import StructType
+
+from weir.pipeline.offsets import OffsetOptionError
+from weir.pipeline.options import SourceOptions
+from weir.pipeline.planning import read_partition
+from weir.pipeline.streaming import WeirStreamReader
+from weir.pipeline.task_files import MANIFEST, write_task
+
+FORMAT = "weir-log-files"
+SPOOL_OPTION = "spool"
+
+
+class LogFilesDataSource(DataSource):
+    """The stream of the log ETL job; a batch read is not offered."""
+
+    @classmethod
+    def name(cls) -> str:
+        return FORMAT
+
+    def schema(self) -> StructType:
+        return MANIFEST
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        options = dict(self.options)
+        spool = next((options.pop(k) for k in list(options) if k.lower() == SPOOL_OPTION), None)
+        if not spool:
+            raise OffsetOptionError(f"the option {SPOOL_OPTION} is required")
+        return LogFilesStreamReader(SourceOptions.parse(options), Path(spool))
+
+
+class LogFilesStreamReader(WeirStreamReader):
+    """``weir``'s stream reader whose tasks parse and write their records and return manifests."""
+
+    def __init__(self, options: SourceOptions, spool: Path) -> None:
+        super().__init__(options)
+        self.spool = spool
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return write_task(str(self.spool))(read_partition(self.options, partition))
