@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -277,6 +278,11 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--session-timeout-ms", type=int, required=True)
     parser.add_argument("--instance-id")
     args = parser.parse_args(argv)
+    # The clients' own account of joins and errors, for the failure message (explain()).
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING,
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")  # fmt: skip
+    for name in ("kafka.coordinator", "aiokafka.consumer.group_coordinator"):
+        logging.getLogger(name).setLevel(logging.INFO)
     report = _Reporter()
     run = {"confluent": _confluent, "kafka-python": _kafka_python, "aiokafka": _aiokafka}
     run[args.client](args, report)
