@@ -216,9 +216,31 @@ class Fetcher:
         owned = self._owned.get(key)
         if owned is None or not owned.active:
             return  # no longer ours: the next owner fetches them again
+        stale = owned.already_committed(offsets)
+        if stale:
+            self._skip_committed(owned, offsets, stale)
+            records, offsets = records[stale:], offsets[stale:]
+            if not offsets:
+                return
         owned.fetched(offsets)
         self._queue.put(owned, records)
         self.stats.fetched += len(records)
+
+    def _skip_committed(self, owned: OwnedPartition, offsets: list[int], stale: int) -> None:
+        """Fetched records below the committed offset are dropped; when nothing else came, the
+        partition is moved to its committed offset rather than read up to it."""
+        assert owned.committed is not None
+        log.warning(
+            "%s-%d: fetched offsets %d-%d lie below the committed offset %d; skipping them",
+            owned.topic, owned.partition, offsets[0], offsets[stale - 1], owned.committed,
+        )  # fmt: skip
+        if stale < len(offsets):
+            return
+        position = KafkaTopicPartition(owned.topic, owned.partition, owned.committed)
+        try:
+            self._consumer.seek(position)
+        except KafkaException as exc:
+            log.warning("cannot seek %s to %d: %s", owned, owned.committed, exc)
 
     def _on_error(self, error: KafkaError) -> None:
         if error.fatal():

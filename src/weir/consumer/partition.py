@@ -13,6 +13,7 @@ partition changes nothing. `TRANSITIONS[state]` is the set of states it may move
 
 from __future__ import annotations
 
+import bisect
 import enum
 import threading
 from collections.abc import Sequence
@@ -92,6 +93,15 @@ class OwnedPartition:
             self.state = target
         self.gone.set()
 
+    def already_committed(self, offsets: Sequence[int]) -> int:
+        """How many of these fetched offsets (ascending) lie below the committed offset. They
+        were handled by an earlier owner (or before a restart) and must not be handled again:
+        librdkafka can resume a partition paused before its first fetch from the group's
+        Kafka offset, which an exactly-once sink's offset may be ahead of."""
+        if self.committed is None:
+            return 0
+        return bisect.bisect_left(offsets, self.committed)
+
     def fetched(self, offsets: Sequence[int]) -> None:
         with self._lock:
             self._tracker.fetched(offsets)
@@ -119,8 +129,14 @@ class OwnedPartition:
         return target
 
     def results_below(self, offset: int) -> list[ResultRow]:
+        """The results to commit with a move of the committed offset to `offset`: those from
+        the committed offset up, one per record (a record delivered twice is stored once).
+        Rows below the committed offset were stored by an earlier commit and are never
+        written again, so a sink's offset check covers every row a commit writes."""
+        low = -1 if self.committed is None else self.committed
         with self._lock:
-            return sorted(row for row in self._results if row.offset < offset)
+            rows = {row.offset: row for row in self._results if low <= row.offset < offset}
+        return [rows[key] for key in sorted(rows)]
 
     @property
     def pending_results(self) -> int:

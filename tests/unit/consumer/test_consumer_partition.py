@@ -76,3 +76,25 @@ def test_exactly_once_results_wait_until_their_offsets_are_committed() -> None:
     assert [(row.offset, row.key, row.result) for row in rows] == [(0, b"k", b"r0")]
     partition.committed_to(target)
     assert partition.pending_results == 1  # offset 3's result waits for offset 2
+
+
+def test_records_fetched_below_the_committed_offset_are_counted_as_already_committed() -> None:
+    assert owned(0).already_committed([0, 1, 2]) == 0  # nothing committed yet
+    partition = owned(0, committed=6, eos=True)
+    assert partition.already_committed([0, 1, 2, 3, 4, 5]) == 6
+    assert partition.already_committed([4, 5, 6, 7]) == 2
+    assert partition.already_committed([6, 7]) == 0
+
+
+def test_a_commit_never_writes_results_below_the_committed_offset_or_one_record_twice() -> None:
+    """Whatever delivered them, results of records below the committed offset were stored by
+    an earlier commit: the sink's offset check covers only rows from the committed offset up."""
+    partition = owned(0, committed=6, eos=True)
+    early = [record(0, n) for n in range(4, 8)]
+    partition.fetched([r.offset for r in early])
+    partition.finish(early, [b"r4", b"r5", b"r6", b"r7"])
+    partition.finish(early[3:], [b"r7 again"])
+    assert [(row.offset, row.result) for row in partition.results_below(8)] == [
+        (6, b"r6"),
+        (7, b"r7 again"),
+    ]
