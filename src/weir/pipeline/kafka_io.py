@@ -45,9 +45,8 @@ RECORD_FIELDS = [
     pa.field("topic", pa.string()),
     pa.field("partition", pa.int32()),
     pa.field("offset", pa.int64()),
-    pa.field("timestamp", TIMESTAMP_TYPE),
-    pa.field("timestampType", pa.int32()),
 ]
+TIMESTAMP_FIELDS = [pa.field("timestamp", TIMESTAMP_TYPE), pa.field("timestampType", pa.int32())]
 HEADERS_FIELD = pa.field("headers", HEADER_TYPE)
 BATCH_RECORDS = 50_000
 FETCH_QUEUE_BACKOFF_MS = 1
@@ -56,9 +55,11 @@ PRODUCE_TIMEOUT_S = 120.0
 OUT_OF_RANGE = {KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET}
 
 
-def record_schema(*, include_headers: bool) -> pa.Schema:
-    """The Arrow schema of read batches: Spark's Kafka source columns."""
-    return pa.schema(RECORD_FIELDS + ([HEADERS_FIELD] if include_headers else []))
+def record_schema(*, include_headers: bool, include_timestamps: bool = True) -> pa.Schema:
+    """The Arrow schema of read batches: Spark's Kafka source columns (without the timestamp
+    columns for a reader that has no use for them)."""
+    fields = RECORD_FIELDS + (TIMESTAMP_FIELDS if include_timestamps else [])
+    return pa.schema(fields + ([HEADERS_FIELD] if include_headers else []))
 
 
 def reader_config(client_options: Mapping[str, str]) -> dict[str, Any]:
@@ -175,6 +176,7 @@ class RangeReader:
 
     If the range's first offsets are deleted before they are fetched, it raises DataLossError
     when ``fail_on_data_loss``, and otherwise logs it and continues from the log start offset.
+    Without ``include_timestamps`` the batches lack the timestamp columns.
     """
 
     def __init__(
@@ -184,12 +186,16 @@ class RangeReader:
         include_headers: bool,
         fail_on_data_loss: bool,
         poll_timeout_s: float,
+        include_timestamps: bool = True,
     ) -> None:
         self.config = reader_config(client_options)
         self.include_headers = include_headers
+        self.include_timestamps = include_timestamps
         self.fail_on_data_loss = fail_on_data_loss
         self.poll_timeout_s = poll_timeout_s
-        self.schema = record_schema(include_headers=include_headers)
+        self.schema = record_schema(
+            include_headers=include_headers, include_timestamps=include_timestamps
+        )
 
     def read(self, r: OffsetRange) -> Iterator[pa.RecordBatch]:
         consumer = Consumer(self.config)
@@ -254,18 +260,21 @@ class RangeReader:
     def _batch(self, r: OffsetRange, messages: list[Message], offsets: list[int]) -> pa.RecordBatch:
         """The messages of one partition as a batch; topic and partition are the range's."""
         size = len(messages)
-        pairs = chain.from_iterable(map(Message.timestamp, messages))  # (type, ms) per message
-        stamps = np.fromiter(pairs, dtype=np.int64, count=2 * size).reshape(size, 2)
-        kinds = stamps[:, 0]
         columns = [
             pa.array(list(map(Message.key, messages)), pa.binary()),
             pa.array(list(map(Message.value, messages)), pa.binary()),
             pa.repeat(pa.scalar(r.topic, pa.string()), size),
             pa.repeat(pa.scalar(r.partition, pa.int32()), size),
             pa.array(offsets, pa.int64()),
-            pa.array(stamps[:, 1] * 1000, pa.int64(), mask=kinds == 0).cast(TIMESTAMP_TYPE),
-            pa.array((kinds - 1).astype(np.int32), pa.int32()),
         ]
+        if self.include_timestamps:
+            pairs = chain.from_iterable(map(Message.timestamp, messages))  # (type, ms) each
+            stamps = np.fromiter(pairs, dtype=np.int64, count=2 * size).reshape(size, 2)
+            kinds = stamps[:, 0]
+            columns += [
+                pa.array(stamps[:, 1] * 1000, pa.int64(), mask=kinds == 0).cast(TIMESTAMP_TYPE),
+                pa.array((kinds - 1).astype(np.int32), pa.int32()),
+            ]
         if self.include_headers:
             columns.append(pa.array([_headers(m) for m in messages], HEADER_TYPE))
         return pa.RecordBatch.from_arrays(columns, schema=self.schema)

@@ -8,9 +8,9 @@ the tasks' manifests: the files each wrote and its line counts. The records thus
 through the JVM: a row crossing from Python to the JVM and back to Python cost more than
 parsing it.
 
-The spool belongs to one job: the driver moves the files that a batch's tasks reported into
-the batch's staging directory and deletes any others there (left by failed attempts) before
-it commits the batch (see ``weir.pipeline.logs_job``).
+The spool belongs to one job: the driver deletes the files there that no successful task of a
+batch reported (left by failed attempts), and its commit moves the reported ones into the
+tables (see ``weir.pipeline.logs_job``).
 """
 
 from __future__ import annotations
@@ -58,4 +58,5 @@ class LogFilesStreamReader(WeirStreamReader):
         self.spool = spool
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return write_task(str(self.spool))(read_partition(self.options, partition))
+        records = read_partition(self.options, partition, include_timestamps=False)
+        return write_task(str(self.spool))(records)

@@ -10,8 +10,8 @@ The job is one Structured Streaming query over ``readStream.format("weir-log-fil
 ``foreachBatch``. Each micro-batch is one Spark job whose tasks read their offset ranges, parse
 the records over Arrow batches and write the logs and quarantine files themselves
 (``weir.pipeline.task_files``) into the warehouse's spool, returning only the files and line
-counts; the driver moves the reported files into the batch's staging directory and writes the
-batch's metrics from those counts. Spark records each micro-batch's offsets in the checkpoint
+counts; the driver writes the batch's metrics from those counts and commits the reported files
+into the tables. Spark records each micro-batch's offsets in the checkpoint
 before it runs and replays an unfinished batch after a restart;
 ``weir.pipeline.warehouse.BatchCommits`` makes the replay replace, never duplicate, what the
 batch wrote. So each input line lands in the warehouse exactly once, even across a kill -9
@@ -43,7 +43,7 @@ from weir.pipeline.metrics import (
 )
 from weir.pipeline.parsing.batch import PARSED_SCHEMA, BatchParser
 from weir.pipeline.task_files import FILE, line_counts
-from weir.pipeline.warehouse import STAGING_DIR, BatchCommits
+from weir.pipeline.warehouse import DATA_SUFFIX, STAGING_DIR, BatchCommits
 
 METRICS_FILE = "part-00000-metrics.snappy.parquet"
 EMPTY_FILE = "part-00000-empty.snappy.parquet"
@@ -182,12 +182,13 @@ class BatchWriter:
             self.summary.replayed.append(batch_id)
             return
         staging = commits.stage(batch_id)
-        counts, files = write_tables(manifests, spool_of(self.job.warehouse), staging, batch_id)
+        spool = spool_of(self.job.warehouse)
+        counts, files, spooled = write_tables(manifests, spool, staging, batch_id)
         if self._metrics is None:
             client = {"bootstrap.servers": self.job.bootstrap}
             self._metrics = MessagePublisher(client, self.job.metrics_topic_name)
         self._metrics.publish(counts.metrics_messages())
-        self.summary.add(commits.commit(batch_id, counts.summary(), files))
+        self.summary.add(commits.commit(batch_id, counts.summary(), files, elsewhere=spooled))
 
     def close(self) -> None:
         if self._metrics is not None:
@@ -209,29 +210,27 @@ def checkpoint_query_id(job: LogsJob) -> str:
 
 def write_tables(
     manifests: DataFrame, spool: Path, staging: Path, batch_id: int
-) -> tuple[BatchCounts, list[str]]:
-    """Runs the batch's tasks and stages its three tables under ``staging``; returns its line
-    counts and the files to commit (relative to ``staging``).
+) -> tuple[BatchCounts, list[str], dict[str, Path]]:
+    """Runs the batch's tasks and writes the rest of its tables under ``staging``; returns its
+    line counts, the files written to ``staging`` and the tasks' files, each by its path in the
+    tables, with where it is in ``spool``.
 
     One Spark job: each task parses its records and writes its logs and quarantine files into
-    ``spool``, reporting the files and its line counts. The reported files move to ``staging``;
-    files in the spool that no successful task reported (left by a failed attempt) are
-    deleted. The metrics, computed from the counts, and an empty quarantine file when nothing
-    was quarantined are written here.
+    ``spool``, reporting the files and its line counts. Files in the spool that no successful
+    task reported (left by a failed attempt) are deleted. The metrics, computed from the
+    counts, and an empty quarantine file when nothing was quarantined are written here.
     """
-    manifest = [row.asDict() for row in manifests.collect()]
-    reported = sorted({row["path"] for row in manifest if row["kind"] == FILE})
-    for relative in reported:
-        target = staging / relative
-        target.parent.mkdir(parents=True, exist_ok=True)
-        (spool / relative).replace(target)
-    for path in spool.rglob("*.parquet"):
-        path.unlink()
+    manifest = manifests.toArrow().to_pylist()
+    reported = {row["path"]: spool / row["path"] for row in manifest if row["kind"] == FILE}
+    keep = set(reported.values())
+    for path in spool.rglob(f"*{DATA_SUFFIX}"):
+        if path not in keep:
+            path.unlink()
     counts = BatchCounts.of(batch_id, line_counts(manifest))
-    files = list(reported)
+    files = []
     if not counts.quarantined:
         write_parquet(QUARANTINE_SCHEMA.empty_table(), staging / "quarantine", EMPTY_FILE)
         files.append(f"quarantine/{EMPTY_FILE}")
     write_parquet(counts.metrics_minute(), staging / "metrics_minute", METRICS_FILE)
     files.append(f"metrics_minute/{METRICS_FILE}")
-    return counts, files
+    return counts, files, reported

@@ -64,7 +64,9 @@ def starting_spec(
     return parse_offset_spec(options.starting, default=default, option="startingOffsets")
 
 
-def read_partition(options: SourceOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+def read_partition(
+    options: SourceOptions, partition: InputPartition, *, include_timestamps: bool = True
+) -> Iterator[pa.RecordBatch]:
     """The records of one planned partition, as Arrow batches (runs on an executor)."""
     if not isinstance(partition, OffsetRangePartition):
         # With nothing to read, Spark still runs one task with a placeholder partition.
@@ -74,5 +76,6 @@ def read_partition(options: SourceOptions, partition: InputPartition) -> Iterato
         include_headers=options.include_headers,
         fail_on_data_loss=options.fail_on_data_loss,
         poll_timeout_s=options.poll_timeout_s,
+        include_timestamps=include_timestamps,
     )
     return reader.read(partition.offsets)

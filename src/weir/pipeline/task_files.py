@@ -58,7 +58,8 @@ MANIFEST_ARROW = pa.schema(
     ]
 )
 RECORD_COLUMNS = ("topic", "partition", "offset")
-ROWS_PER_FLUSH = 200_000  # buffered rows of a task before they are written out
+RAW_COLUMNS = ("key", "value", *RECORD_COLUMNS)
+ROWS_PER_FLUSH = 200_000  # raw records a task buffers before it parses and writes them
 MAX_OPEN_FILES = 1_000  # a task's files open at once, beyond which a flush closes them
 _US_PER_HOUR = 3_600_000_000
 _US_PER_DAY = 86_400_000_000
@@ -72,11 +73,11 @@ def write_task(staging: str) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         context = TaskContext.get()
         task = f"{context.partitionId():05d}-{context.attemptNumber()}" if context else "00000-0"
-        files = TaskFiles(Path(staging), f"part-{task}-{uuid.uuid4().hex[:8]}")
         parser = BatchParser(year=date.today().year)
+        files = TaskFiles(Path(staging), f"part-{task}-{uuid.uuid4().hex[:8]}", parser)
         try:
             for batch in batches:
-                files.add(parser, batch)
+                files.add(batch)
         except BaseException:
             files.abandon()
             raise
@@ -86,42 +87,39 @@ def write_task(staging: str) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa
 
 
 class TaskFiles:
-    """Parses and buffers a task's records, writing them out whenever the buffer holds
-    ``ROWS_PER_FLUSH`` rows and at the end, and reports what it wrote and counted.
+    """Buffers a task's raw records and, whenever ``ROWS_PER_FLUSH`` of them are buffered and at
+    the end, parses them and writes them out; reports what it wrote and counted.
 
-    Each directory's file stays open across flushes (a flush appends a row group), so a task
-    writes one file per directory: logs spread over many hours cost a file per hour, and a file
-    costs far more than a row group. Past ``MAX_OPEN_FILES`` directories, a flush closes its
-    files and the next one starts new ones. A task holds at most about ``ROWS_PER_FLUSH`` rows
-    in memory.
+    Parsing many records at once spreads the parser's per-call costs and templates each
+    distinct message once per flush. Each directory's file stays open across flushes (a flush
+    appends a row group), so a task writes one file per directory: logs spread over many hours
+    cost a file per hour, and a file costs far more than a row group. Past ``MAX_OPEN_FILES``
+    directories, a flush closes its files and the next one starts new ones. A task holds about
+    ``ROWS_PER_FLUSH`` raw records and their parsed rows in memory.
     """
 
-    def __init__(self, staging: Path, name: str) -> None:
+    def __init__(self, staging: Path, name: str, parser: BatchParser) -> None:
         self.staging = staging
         self.name = name
+        self.parser = parser
+        self._raw: list[pa.RecordBatch] = []
+        self._raw_rows = 0
         self._logs: dict[tuple[str, str, int], list[pa.Table]] = {}
         self._quarantine: list[pa.Table] = []
-        self._buffered = 0
         self._written: list[str] = []
         self._counts: dict[tuple[int, str | None, int | None, str | None], int] = {}
         self._directories: set[Path] = set()
         self._open: dict[str, pq.ParquetWriter] = {}
         self._flushes = 0
 
-    def add(self, parser: BatchParser, batch: pa.RecordBatch) -> None:
-        records = [batch.column(name) for name in RECORD_COLUMNS]
-        for rows, part in parser.parse_parts(batch.column("key"), batch.column("value")):
-            table = part.append_column("topic", records[0].take(rows))
-            table = table.append_column("partition", records[1].take(rows))
-            table = table.append_column("offset", records[2].take(rows))
-            self._count(table)
-            parsed = pc.equal(table.column("parsed"), 1)
-            self._add_logs(table.filter(parsed))
-            quarantined = table.filter(pc.invert(parsed))
-            if quarantined.num_rows:
-                self._quarantine.append(quarantined.select(QUARANTINE_COLUMNS))
-                self._buffered += quarantined.num_rows
-        if self._buffered >= ROWS_PER_FLUSH:
+    def add(self, batch: pa.RecordBatch) -> None:
+        """Buffers a batch of raw records (key, value, topic, partition, offset and any other
+        columns, which are ignored)."""
+        if batch.num_rows == 0:
+            return
+        self._raw.append(batch.select(RAW_COLUMNS))
+        self._raw_rows += batch.num_rows
+        if self._raw_rows >= ROWS_PER_FLUSH:
             self._flush()
 
     def finish(self) -> pa.RecordBatch:
@@ -142,6 +140,23 @@ class TaskFiles:
             with contextlib.suppress(OSError):
                 writer.close()
         self._open = {}
+
+    def _parse(self) -> None:
+        """Parses the buffered records into the buffered tables, counting their lines."""
+        raw = pa.Table.from_batches(self._raw).combine_chunks()
+        self._raw, self._raw_rows = [], 0
+        records = [raw.column(name).chunk(0) for name in RECORD_COLUMNS]
+        keys, values = raw.column("key").chunk(0), raw.column("value").chunk(0)
+        for rows, part in self.parser.parse_parts(keys, values):
+            table = part.append_column("topic", records[0].take(rows))
+            table = table.append_column("partition", records[1].take(rows))
+            table = table.append_column("offset", records[2].take(rows))
+            self._count(table)
+            parsed = pc.equal(table.column("parsed"), 1)
+            self._add_logs(table.filter(parsed))
+            quarantined = table.filter(pc.invert(parsed))
+            if quarantined.num_rows:
+                self._quarantine.append(quarantined.select(QUARANTINE_COLUMNS))
 
     def _count(self, table: pa.Table) -> None:
         minute = pc.cast(pc.floor_temporal(table.column("timestamp"), unit="minute"), pa.int64())
@@ -179,16 +194,18 @@ class TaskFiles:
             day = (_EPOCH + timedelta(days=int(days[at]))).isoformat()
             key = (names[int(sources.indices[at].as_py())], day, int(hours[at]))
             self._logs.setdefault(key, []).append(table.slice(start, end - start))
-        self._buffered += logs.num_rows
 
     def _flush(self) -> None:
-        """Appends each buffered directory's rows to its file, opening the file if need be."""
+        """Parses the buffered records and appends each directory's rows to its file, opening
+        the file if need be."""
+        if self._raw:
+            self._parse()
         for (source, day, hour), tables in self._logs.items():
             directory = f"logs/source={source}/date={day}/hour={hour}"
             self._write(directory, pa.concat_tables(tables))
         if self._quarantine:
             self._write("quarantine", pa.concat_tables(self._quarantine))
-        self._logs, self._quarantine, self._buffered = {}, [], 0
+        self._logs, self._quarantine = {}, []
         if len(self._open) > MAX_OPEN_FILES:
             self._close()
 

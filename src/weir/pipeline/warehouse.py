@@ -1,7 +1,8 @@
 """The warehouse's batch commit protocol: each micro-batch's files appear in the tables once.
 
-Spark writes a micro-batch's output for every table under ``_staging/<query>/<batch>/<table>``;
-the files are then renamed into the tables, and a marker ``_batches/<query>/<batch>`` records
+A micro-batch's output for every table is written under ``_staging/<query>/<batch>/<table>``
+(or, by the log ETL's tasks, in a spool of their own from which the commit takes them); the files
+are then renamed into the tables, and a marker ``_batches/<query>/<batch>`` records
 that the batch is in. Before the first rename a manifest ``_batches/<query>/<batch>.pending``
 lists the files about to appear. When Spark runs a batch again (it replays the offsets of a
 batch it had not marked done when the driver died), the batch is skipped if its marker exists;
@@ -63,12 +64,20 @@ class BatchCommits:
         return staging
 
     def commit(
-        self, batch_id: int, summary: Mapping[str, Any], files: Iterable[str] | None = None
+        self,
+        batch_id: int,
+        summary: Mapping[str, Any],
+        files: Iterable[str] | None = None,
+        *,
+        elsewhere: Mapping[str, Path] | None = None,
     ) -> dict[str, Any]:
         """Moves the staged data files into their tables and writes the batch's marker.
         `files` (paths relative to the staging directory) names the files to move; anything
         else in staging, such as the output of a task attempt that no one waited for, is left
-        there and removed with it. Without `files`, every data file in staging is moved."""
+        there and removed with it. Without `files`, every data file in staging is moved.
+        `elsewhere` adds files that were written outside staging (on the same filesystem): each
+        path relative to the tables, as if it were staged, maps to where the file is now; they
+        are moved from there."""
         staging = self.staging_root / str(batch_id)
         if files is None:
             chosen = sorted(staging.rglob(f"*{DATA_SUFFIX}"))
@@ -77,10 +86,15 @@ class BatchCommits:
         moves = {
             source: self._destination(batch_id, source.relative_to(staging)) for source in chosen
         }
+        for relative, source in sorted((elsewhere or {}).items()):
+            moves[source] = self._destination(batch_id, Path(relative))
         files = [str(target.relative_to(self.warehouse)) for target in moves.values()]
         _write_atomically(self._pending(batch_id), {"files": files})
+        directories: set[Path] = set()
         for source, target in moves.items():
-            target.parent.mkdir(parents=True, exist_ok=True)
+            if target.parent not in directories:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                directories.add(target.parent)
             source.replace(target)
         marker = {"batch": batch_id, "files": files, **summary}
         _write_atomically(self._marker(batch_id), marker)

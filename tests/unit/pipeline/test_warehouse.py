@@ -84,3 +84,33 @@ def test_only_the_files_named_are_committed(tmp_path: Path) -> None:
     assert table_files(tmp_path) == ["logs/batch-00000004-part-0.parquet"]
     assert marker["files"] == ["logs/batch-00000004-part-0.parquet"]
     assert not (tmp_path / "_staging" / "query" / "4").exists()
+
+
+def test_files_written_elsewhere_are_moved_in_and_undone_by_a_replay(tmp_path: Path) -> None:
+    """The log ETL's tasks write into a spool: the commit takes those files from there, lists
+    them in the batch's manifest with the staged ones, and a replay of a batch whose commit was
+    cut short removes them from the tables again."""
+    commits = BatchCommits(tmp_path, "query")
+    stage_files(commits, 5, ["metrics_minute/part-m.parquet"])
+    spool = tmp_path / "_staging" / "spool" / "logs" / "source=hdfs"
+    spool.mkdir(parents=True)
+    (spool / "part-a.parquet").write_bytes(b"a")
+    (spool / "part-b.parquet").write_bytes(b"b")
+    names = ("part-a.parquet", "part-b.parquet")
+    elsewhere = {f"logs/source=hdfs/{name}": spool / name for name in names}
+
+    marker = commits.commit(
+        5, {"records": 2}, files=["metrics_minute/part-m.parquet"], elsewhere=elsewhere
+    )
+
+    expected = [
+        "logs/source=hdfs/batch-00000005-part-a.parquet",
+        "logs/source=hdfs/batch-00000005-part-b.parquet",
+        "metrics_minute/batch-00000005-part-m.parquet",
+    ]
+    assert table_files(tmp_path) == expected
+    assert sorted(marker["files"]) == expected
+    assert not any(spool.iterdir())
+    (tmp_path / "_batches" / "query" / "5").replace(tmp_path / "_batches" / "query" / "5.pending")
+    commits.stage(5)
+    assert table_files(tmp_path) == []

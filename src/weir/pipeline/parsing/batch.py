@@ -60,6 +60,9 @@ _MONTH_NAMES = pa.array(list(MONTHS), pa.string())
 _DAYS_IN_MONTH = np.array([31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31], dtype=np.int64)
 _MAX_PID_DIGITS = 18  # int64 holds every 18-digit number.
 _US_PER_S = 1_000_000
+# What Arrow's ascii_trim_whitespace strips.
+_ASCII_WHITESPACE = np.isin(np.arange(256), [9, 10, 11, 12, 13, 32])
+_VIEW_INLINE = np.arange(12)
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
@@ -273,7 +276,7 @@ class BatchParser:
             message = pc.ascii_trim_whitespace(group["message"])
         else:
             header_bytes = pc.binary_length(group[HEADER]).to_numpy(zero_copy_only=False)
-            message = pc.ascii_trim_whitespace(_suffixes(lines, header_bytes))
+            message = _messages(lines, header_bytes)
         none = pa.nulls(size, pa.string())
         table = pa.table(
             [
@@ -330,24 +333,49 @@ def _as_binary(column: pa.Array) -> pa.Array:
     return column if pa.types.is_binary(column.type) else column.cast(pa.binary())
 
 
-def _suffixes(strings: pa.Array, skip: np.ndarray) -> pa.Array:
-    """Each string without its first ``skip[i]`` bytes (strings without nulls, skips within
-    them), gathered into a new array in one vectorised copy."""
-    size = len(strings)
-    _, offsets_buffer, data_buffer = strings.buffers()
-    offsets = np.frombuffer(
-        offsets_buffer, dtype=np.int32, count=size + 1, offset=strings.offset * 4
-    )
-    starts = offsets[:-1].astype(np.int64) + skip
-    lengths = offsets[1:] - starts
-    new_offsets = np.zeros(size + 1, dtype=np.int32)
-    np.cumsum(lengths, out=new_offsets[1:])
-    if data_buffer is None or new_offsets[-1] == 0:
+def _messages(lines: pa.Array, header_bytes: np.ndarray) -> pa.Array:
+    """Each line without its first ``header_bytes[i]`` bytes and the whitespace after them.
+
+    The lines (a string array without nulls) are stripped already, so nothing trails. The
+    messages are first views into the lines' data (``string_view``), which one cast then copies
+    into a new string array; no per-byte index is built.
+    """
+    size = len(lines)
+    _, offsets_buffer, data_buffer = lines.buffers()
+    if data_buffer is None or size == 0:
         return pa.array([""] * size, pa.string())
+    offsets = np.frombuffer(offsets_buffer, dtype=np.int32, count=size + 1, offset=lines.offset * 4)
     data = np.frombuffer(data_buffer, dtype=np.uint8)
-    source = np.arange(new_offsets[-1], dtype=np.int64)
-    source += np.repeat(starts - new_offsets[:-1], lengths)
-    return pa.StringArray.from_buffers(size, pa.py_buffer(new_offsets), pa.py_buffer(data[source]))
+    ends = offsets[1:]
+    starts = offsets[:-1] + header_bytes.astype(np.int32)
+    moving = np.flatnonzero(starts < ends)
+    while len(moving):
+        moving = moving[_ASCII_WHITESPACE[data[starts[moving]]]]
+        starts[moving] += 1
+        moving = moving[starts[moving] < ends[moving]]
+    return _string_views(data_buffer, data, starts, ends - starts).cast(pa.string())
+
+
+def _string_views(
+    buffer: pa.Buffer, data: np.ndarray, starts: np.ndarray, lengths: np.ndarray
+) -> pa.Array:
+    """A ``string_view`` array of the byte ranges ``[starts[i], starts[i] + lengths[i])`` of
+    ``buffer`` (whose bytes ``data`` holds). A view is 16 bytes: the length, then either the
+    string itself (up to 12 bytes) or its first 4 bytes, the buffer's number and the offset."""
+    size = len(starts)
+    views = np.zeros((size, 4), dtype=np.int32)
+    views[:, 0] = lengths
+    window = starts[:, None] + _VIEW_INLINE
+    np.minimum(window, len(data) - 1, out=window)
+    inline = data[window]
+    inline[lengths[:, None] <= _VIEW_INLINE] = 0
+    view_bytes = views.view(np.uint8)
+    short = lengths <= len(_VIEW_INLINE)
+    view_bytes[short, 4:16] = inline[short]
+    long = ~short
+    view_bytes[long, 4:8] = inline[long, :4]
+    views[long, 3] = starts[long]
+    return pa.Array.from_buffers(pa.string_view(), size, [None, pa.py_buffer(views), buffer])
 
 
 def _digits(column: pa.Array) -> np.ndarray:
