@@ -59,7 +59,8 @@ MANIFEST_ARROW = pa.schema(
 )
 RECORD_COLUMNS = ("topic", "partition", "offset")
 RAW_COLUMNS = ("key", "value", *RECORD_COLUMNS)
-ROWS_PER_FLUSH = 200_000  # raw records a task buffers before it parses and writes them
+PARSE_ROWS = 200_000  # raw records a task buffers before it parses them
+ROWS_PER_FLUSH = 500_000  # parsed rows a task buffers before it writes them out
 MAX_OPEN_FILES = 1_000  # a task's files open at once, beyond which a flush closes them
 _US_PER_HOUR = 3_600_000_000
 _US_PER_DAY = 86_400_000_000
@@ -87,15 +88,17 @@ def write_task(staging: str) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa
 
 
 class TaskFiles:
-    """Buffers a task's raw records and, whenever ``ROWS_PER_FLUSH`` of them are buffered and at
-    the end, parses them and writes them out; reports what it wrote and counted.
+    """Buffers a task's raw records and parses them whenever ``PARSE_ROWS`` are buffered; writes
+    the parsed rows out whenever ``ROWS_PER_FLUSH`` are buffered and at the end; reports what it
+    wrote and counted.
 
     Parsing many records at once spreads the parser's per-call costs and templates each
-    distinct message once per flush. Each directory's file stays open across flushes (a flush
+    distinct message once per call. Each directory's file stays open across flushes (a flush
     appends a row group), so a task writes one file per directory: logs spread over many hours
-    cost a file per hour, and a file costs far more than a row group. Past ``MAX_OPEN_FILES``
-    directories, a flush closes its files and the next one starts new ones. A task holds about
-    ``ROWS_PER_FLUSH`` raw records and their parsed rows in memory.
+    cost a file per hour, and a file costs far more than a row group, a row group more than a
+    row. Past ``MAX_OPEN_FILES`` directories, a flush closes its files and the next one starts
+    new ones. A task holds at most about ``ROWS_PER_FLUSH`` parsed rows and ``PARSE_ROWS`` raw
+    records in memory.
     """
 
     def __init__(self, staging: Path, name: str, parser: BatchParser) -> None:
@@ -104,6 +107,7 @@ class TaskFiles:
         self.parser = parser
         self._raw: list[pa.RecordBatch] = []
         self._raw_rows = 0
+        self._buffered = 0
         self._logs: dict[tuple[str, str, int], list[pa.Table]] = {}
         self._quarantine: list[pa.Table] = []
         self._written: list[str] = []
@@ -119,7 +123,9 @@ class TaskFiles:
             return
         self._raw.append(batch.select(RAW_COLUMNS))
         self._raw_rows += batch.num_rows
-        if self._raw_rows >= ROWS_PER_FLUSH:
+        if self._raw_rows >= min(PARSE_ROWS, ROWS_PER_FLUSH):
+            self._parse()
+        if self._buffered >= ROWS_PER_FLUSH:
             self._flush()
 
     def finish(self) -> pa.RecordBatch:
@@ -147,12 +153,16 @@ class TaskFiles:
         self._raw, self._raw_rows = [], 0
         records = [raw.column(name).chunk(0) for name in RECORD_COLUMNS]
         keys, values = raw.column("key").chunk(0), raw.column("value").chunk(0)
+        self._buffered += raw.num_rows
         for rows, part in self.parser.parse_parts(keys, values):
             table = part.append_column("topic", records[0].take(rows))
             table = table.append_column("partition", records[1].take(rows))
             table = table.append_column("offset", records[2].take(rows))
             self._count(table)
             parsed = pc.equal(table.column("parsed"), 1)
+            if pc.all(parsed).as_py():
+                self._add_logs(table)
+                continue
             self._add_logs(table.filter(parsed))
             quarantined = table.filter(pc.invert(parsed))
             if quarantined.num_rows:
@@ -205,7 +215,7 @@ class TaskFiles:
             self._write(directory, pa.concat_tables(tables))
         if self._quarantine:
             self._write("quarantine", pa.concat_tables(self._quarantine))
-        self._logs, self._quarantine = {}, []
+        self._logs, self._quarantine, self._buffered = {}, [], 0
         if len(self._open) > MAX_OPEN_FILES:
             self._close()
 
@@ -220,7 +230,9 @@ class TaskFiles:
             writer = pq.ParquetWriter(path, table.schema, compression="snappy")
             self._open[directory] = writer
             self._written.append(relative)
-        writer.write_table(table.cast(writer.schema))
+        if not table.schema.equals(writer.schema):
+            table = table.cast(writer.schema)
+        writer.write_table(table)
 
     def _close(self) -> None:
         for writer in self._open.values():

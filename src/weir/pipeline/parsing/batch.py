@@ -203,14 +203,31 @@ class BatchParser:
         keys, values = _as_binary(keys), _as_binary(values)
         # On bytes RE2 reads Latin-1, so any byte above 0x7e counts as unusual.
         usual = pc.invert(pc.fill_null(pc.match_substring_regex(values, _UNUSUAL), True))
-        rows = pa.array(np.arange(count, dtype=np.int64)).filter(usual)
-        stripped = pc.ascii_trim_whitespace(values.filter(usual).view(pa.string()))
-        codes = self._format_codes(keys.take(rows), stripped)
+        rows = pa.array(np.arange(count, dtype=np.int64))
+        usual_keys, usual_values = keys, values
+        if usual.false_count:
+            rows, usual_keys, usual_values = (
+                rows.filter(usual),
+                keys.filter(usual),
+                values.filter(usual),
+            )
+        stripped = pc.ascii_trim_whitespace(usual_values.view(pa.string()))
+        codes = self._format_codes(usual_keys, stripped).to_numpy(zero_copy_only=False)
+        # The lines grouped by format with one take; each format's lines are then a slice.
+        order = np.argsort(codes, kind="stable")
+        bounds = np.searchsorted(codes[order], np.arange(len(_TEXT_NAMES) + 1)).tolist()
+        if bounds[-1] > 0:
+            taken = pa.array(order[: bounds[-1]])
+            rows, stripped = rows.take(taken), stripped.take(taken)
         parts: list[tuple[pa.Array, pa.Table]] = []
         for code, name in enumerate(_TEXT_NAMES):
-            chosen = pc.equal(codes, code)
-            if pc.any(chosen).as_py():
-                part = self._parse_format(name, rows.filter(chosen), stripped.filter(chosen))
+            start, stop = bounds[code], bounds[code + 1]
+            if stop > start:
+                chosen_rows, chosen = (
+                    rows.slice(start, stop - start),
+                    stripped.slice(start, stop - start),
+                )
+                part = self._parse_format(name, chosen_rows, chosen)
                 if part is not None:
                     parts.append(part)
         done = np.zeros(count, dtype=bool)
@@ -256,8 +273,13 @@ class BatchParser:
     ) -> tuple[pa.Array, pa.Table] | None:
         """The lines of ``name``'s format that parse cleanly, with their row numbers."""
         fields = pc.extract_regex(lines, RE2_PATTERNS[name])
-        matched = fields.is_valid()
-        fields, rows, lines = fields.filter(matched), rows.filter(matched), lines.filter(matched)
+        if fields.null_count:
+            matched = fields.is_valid()
+            fields, rows, lines = (
+                fields.filter(matched),
+                rows.filter(matched),
+                lines.filter(matched),
+            )
         if len(rows) == 0:
             return None
         group = _split_joined({f.name: fields.field(f.name) for f in fields.type})
