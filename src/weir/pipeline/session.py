@@ -3,17 +3,31 @@
 PySpark starts its Python workers with ``$PYSPARK_PYTHON`` (default ``python3``), which would
 miss a virtualenv's packages; the session therefore points it at the running interpreter unless
 the caller has chosen one.
+
+Spark puts ``$SPARK_HOME/python/lib/pyspark.zip`` (and py4j's zip) first on every Python
+worker's path. In a pip installation of PySpark that zip holds the same sources as the installed
+package but no bytecode, so each worker process compiles PySpark's modules again (about a second
+of CPU; a streaming query starts half a dozen such processes, and every task rescans the zips).
+Unless ``SPARK_HOME`` is set, the session therefore runs Spark from a view of the installation
+without its ``python`` directory (kept in the user's cache directory): the same scripts and
+jars, linked, so workers import the installed package and its cached bytecode.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
+import tempfile
 from collections.abc import Mapping
+from pathlib import Path
 
+import pyspark
 from pyspark.sql import SparkSession
 
 from weir.pipeline.source import register
+
+PYTHON_DIR = "python"
 
 
 def weir_session(
@@ -21,6 +35,10 @@ def weir_session(
 ) -> SparkSession:
     """A session on ``master`` with ``format("weir")`` registered and the UI off by default."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if "SPARK_HOME" not in os.environ:
+        home = spark_home_view(Path(pyspark.__file__).parent)
+        if home is not None:
+            os.environ["SPARK_HOME"] = str(home)
     builder = (
         SparkSession.builder.master(master)
         .appName(app_name)
@@ -33,3 +51,42 @@ def weir_session(
     spark = builder.getOrCreate()
     register(spark)
     return spark
+
+
+def spark_home_view(installed: Path, cache: Path | None = None) -> Path | None:
+    """A directory linking every entry of the pip-installed PySpark at ``installed`` except its
+    ``python`` directory, made once per installation under ``cache`` (default:
+    ``$XDG_CACHE_HOME/weir``, or ``~/.cache/weir``); None if ``installed`` is not a Spark home
+    (no ``jars``) or the cache cannot be written."""
+    if not (installed / "jars").is_dir():
+        return None
+    try:
+        return _linked_view(installed, cache if cache is not None else _cache_dir())
+    except OSError:
+        return None
+
+
+def _cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "weir"
+
+
+def _linked_view(installed: Path, root: Path) -> Path:
+    digest = hashlib.sha256(str(installed.resolve()).encode()).hexdigest()[:12]
+    home = root / f"spark-home-{pyspark.__version__}-{digest}"
+    if home.is_dir():
+        return home
+    root.mkdir(parents=True, exist_ok=True)
+    building = Path(tempfile.mkdtemp(prefix=f".{home.name}-", dir=root))
+    for entry in installed.iterdir():
+        if entry.name != PYTHON_DIR:
+            (building / entry.name).symlink_to(entry.resolve())
+    try:
+        building.rename(home)
+    except OSError:
+        if not home.is_dir():
+            raise
+        for link in building.iterdir():
+            link.unlink()
+        building.rmdir()
+    return home
