@@ -32,7 +32,7 @@ from weir.pipeline.parsing.levels import normalise_level
 from weir.pipeline.parsing.model import ParsedLine
 from weir.pipeline.parsing.parser import DETECTION_ORDER, LineParser, canonical_source
 from weir.pipeline.parsing.template import templates_of
-from weir.pipeline.parsing.text_formats import MONTHS, PATTERNS
+from weir.pipeline.parsing.text_formats import COMPONENT_MESSAGE, MONTHS, PATTERNS
 
 PARSED_SCHEMA = pa.schema(
     [
@@ -110,15 +110,41 @@ def re2_pattern(python_pattern: str) -> str:
     it off is cheaper than having RE2 track a group across the whole line. Fixed-width digit
     groups in a row become one group (see ``_JOINED_GROUPS``).
     """
+    pattern = _re2_groups(python_pattern)
+    if pattern.endswith(MESSAGE_TAIL):
+        head = pattern[: -len(MESSAGE_TAIL)]
+        return r"(?s)\A(?P<" + HEADER + ">" + head + r")(?:\s|\z)"
+    return r"(?s)\A(?:" + pattern.replace(r"\Z", r"\z") + ")"
+
+
+def prefix_pattern(python_pattern: str) -> str | None:
+    """For a text format whose pattern is a prefix followed by loghub's ``<component>: <message>``
+    (``COMPONENT_MESSAGE``), the prefix as an RE2 pattern that also captures the whole prefix
+    (as ``PREFIX``); None for other formats.
+
+    Such a line is read in two cheap steps instead of one costly extraction of its whole
+    header: RE2 reads the prefix's fields, and the component runs from the prefix's end to the
+    first colon after it that is followed by whitespace or ends the line (``COMPONENT_COLON``);
+    the message follows. This gives the same fields as the whole pattern whenever such a colon
+    exists, because the whole pattern, leftmost-first like RE2 and Python, takes the first way
+    of matching the prefix that the rest can follow, its greedy and lazy parts alike, and the
+    rest (a lazy component up to that colon) follows any prefix it comes after. A line without
+    such a colon after the prefix is left to the per-line parser.
+    """
+    if not python_pattern.endswith(COMPONENT_MESSAGE):
+        return None
+    head = _re2_groups(python_pattern[: -len(COMPONENT_MESSAGE)])
+    return r"(?s)\A(?P<" + PREFIX + ">" + head + ")"
+
+
+def _re2_groups(python_pattern: str) -> str:
+    """``python_pattern`` with its joined groups joined and its unread groups uncaptured."""
     pattern = python_pattern
     for fragment, joined, _ in _JOINED_GROUPS:
         pattern = pattern.replace(fragment, f"(?P<{joined}>" + _uncaptured(fragment) + ")")
     for name in _UNREAD_GROUPS:
         pattern = pattern.replace(f"(?P<{name}>", "(?:")
-    if pattern.endswith(MESSAGE_TAIL):
-        head = pattern[: -len(MESSAGE_TAIL)]
-        return r"(?s)\A(?P<" + HEADER + ">" + head + r")(?:\s|\z)"
-    return r"(?s)\A(?:" + pattern.replace(r"\Z", r"\z") + ")"
+    return pattern
 
 
 def _uncaptured(fragment: str) -> str:
@@ -138,6 +164,13 @@ def _split_joined(group: dict[str, pa.Array]) -> dict[str, pa.Array]:
 
 
 RE2_PATTERNS = {name: re2_pattern(pattern) for name, pattern in PATTERNS.items()}
+PREFIX = "prefix"
+COMPONENT_COLON = r":(?:\s|\z)"
+PREFIX_PATTERNS = {
+    name: prefix
+    for name, pattern in PATTERNS.items()
+    if (prefix := prefix_pattern(pattern)) is not None
+}
 _TEXT_NAMES = tuple(PATTERNS)
 _FALLBACK = len(_TEXT_NAMES)
 _DETECT = _FALLBACK + 1
@@ -272,17 +305,17 @@ class BatchParser:
         self, name: str, rows: pa.Array, lines: pa.Array
     ) -> tuple[pa.Array, pa.Table] | None:
         """The lines of ``name``'s format that parse cleanly, with their row numbers."""
-        fields = pc.extract_regex(lines, RE2_PATTERNS[name])
-        if fields.null_count:
-            matched = fields.is_valid()
-            fields, rows, lines = (
-                fields.filter(matched),
-                rows.filter(matched),
-                lines.filter(matched),
-            )
+        if name in PREFIX_PATTERNS:
+            matched, group, header_bytes = _prefix_fields(PREFIX_PATTERNS[name], lines)
+        else:
+            matched, group, header_bytes = _header_fields(RE2_PATTERNS[name], lines)
+        if matched is not None:
+            keep = pa.array(matched)
+            rows, lines, header_bytes = rows.filter(keep), lines.filter(keep), header_bytes[matched]
+            group = {key: column.filter(keep) for key, column in group.items()}
         if len(rows) == 0:
             return None
-        group = _split_joined({f.name: fields.field(f.name) for f in fields.type})
+        group = _split_joined(group)
         micros, valid = self._micros(group)
         pid = group.get("pid")
         if pid is not None:
@@ -290,15 +323,12 @@ class BatchParser:
         if not valid.all():
             keep = pa.array(valid)
             rows, lines, micros = rows.filter(keep), lines.filter(keep), micros[valid]
+            header_bytes = header_bytes[valid]
             group = {key: column.filter(keep) for key, column in group.items()}
         size = len(rows)
         if size == 0:
             return None
-        if "message" in group:
-            message = pc.ascii_trim_whitespace(group["message"])
-        else:
-            header_bytes = pc.binary_length(group[HEADER]).to_numpy(zero_copy_only=False)
-            message = _messages(lines, header_bytes)
+        message = _messages(lines, header_bytes)
         none = pa.nulls(size, pa.string())
         table = pa.table(
             [
@@ -351,6 +381,44 @@ class BatchParser:
         return seconds * _US_PER_S + frac, valid
 
 
+def _header_fields(
+    pattern: str, lines: pa.Array
+) -> tuple[np.ndarray | None, dict[str, pa.Array], np.ndarray]:
+    """The fields of ``pattern`` (the ``re2_pattern`` of a pattern ending in ``MESSAGE_TAIL``,
+    as every text format's does) in each line and where each line's header ends (bytes); and
+    which lines match (None: all)."""
+    fields = pc.extract_regex(lines, pattern)
+    group = {f.name: fields.field(f.name) for f in fields.type}
+    header_bytes = pc.fill_null(pc.binary_length(group.pop(HEADER)), 0)
+    header_bytes = header_bytes.to_numpy(zero_copy_only=False).astype(np.int64)
+    matched = fields.is_valid().to_numpy(zero_copy_only=False) if fields.null_count else None
+    return matched, group, header_bytes
+
+
+def _prefix_fields(
+    pattern: str, lines: pa.Array
+) -> tuple[np.ndarray | None, dict[str, pa.Array], np.ndarray]:
+    """``_header_fields`` for a ``prefix_pattern``: the prefix's fields and the component up
+    to the first ``COMPONENT_COLON`` after the prefix, the header ending with that colon."""
+    size = len(lines)
+    fields = pc.extract_regex(lines, pattern)
+    group = {f.name: fields.field(f.name) for f in fields.type}
+    prefix_end = pc.fill_null(pc.binary_length(group.pop(PREFIX)), 0)
+    prefix_end = prefix_end.to_numpy(zero_copy_only=False).astype(np.int64)
+    _, offsets_buffer, data_buffer = lines.buffers()
+    if data_buffer is None:  # every line is empty: none matched
+        return np.zeros(size, dtype=bool), group, prefix_end
+    offsets = np.frombuffer(offsets_buffer, dtype=np.int32, count=size + 1, offset=lines.offset * 4)
+    data = np.frombuffer(data_buffer, dtype=np.uint8)
+    starts = offsets[:-1].astype(np.int64) + prefix_end
+    rest = _string_views(data_buffer, data, starts, offsets[1:] - starts).cast(pa.string())
+    colon = pc.find_substring_regex(rest, COMPONENT_COLON).to_numpy(zero_copy_only=False)
+    matched = fields.is_valid().to_numpy(zero_copy_only=False) & (colon >= 0)
+    colon = np.maximum(colon, 0).astype(np.int64)
+    group["component"] = _string_views(data_buffer, data, starts, colon).cast(pa.string())
+    return (None if matched.all() else matched), group, prefix_end + colon + 1
+
+
 def _as_binary(column: pa.Array) -> pa.Array:
     return column if pa.types.is_binary(column.type) else column.cast(pa.binary())
 
@@ -385,6 +453,8 @@ def _string_views(
     ``buffer`` (whose bytes ``data`` holds). A view is 16 bytes: the length, then either the
     string itself (up to 12 bytes) or its first 4 bytes, the buffer's number and the offset."""
     size = len(starts)
+    if len(data) == 0:
+        return pa.array([""] * size, pa.string_view())
     views = np.zeros((size, 4), dtype=np.int32)
     views[:, 0] = lengths
     window = starts[:, None] + _VIEW_INLINE

@@ -32,7 +32,7 @@ _ISO_DATE = r"(?P<year>\d{4})-(?P<month>\d\d)-(?P<day>\d\d)"
 _SYSLOG_DATE = r"(?P<mname>[A-Z][a-z]{2})\s+(?P<day>\d{1,2})"
 # loghub's "<Component>: <Content>": the component runs to the first colon followed by
 # whitespace or the end of the line.
-_COMPONENT_MESSAGE = r"(?P<component>.*?)\s*:(?:\s+(?P<message>.*))?\Z"
+COMPONENT_MESSAGE = r"(?P<component>.*?)\s*:(?:\s+(?P<message>.*))?\Z"
 _SYSLOG_TAG = r"(?P<component>[^\[\]:]*?)(?:\[(?P<pid>\d+)\])?:(?:\s+(?P<message>.*))?\Z"
 _FLAGS = re.ASCII | re.DOTALL
 
@@ -55,24 +55,24 @@ PATTERNS = {
     # 2015-10-18 18:01:47,978 INFO [main] org.apache.hadoop...MRAppMaster: msg
     "hadoop": (
         _ISO_DATE + r" " + _HMS + r",(?P<frac>\d{3})\s+(?P<level>[A-Z]+)\s+"
-        r"\[(?P<thread>.*?)\]\s+" + _COMPONENT_MESSAGE
+        r"\[(?P<thread>.*?)\]\s+" + COMPONENT_MESSAGE
     ),
     # 081109 203615 148 INFO dfs.DataNode$PacketResponder: msg
     "hdfs": (
         r"(?P<yy>\d\d)(?P<month>\d\d)(?P<day>\d\d)\s+(?P<hour>\d\d)(?P<minute>\d\d)(?P<second>\d\d)"
-        r"\s+(?P<pid>\d+)\s+(?P<level>[A-Z]+)\s+" + _COMPONENT_MESSAGE
+        r"\s+(?P<pid>\d+)\s+(?P<level>[A-Z]+)\s+" + COMPONENT_MESSAGE
     ),
     # 17/06/09 20:10:40 INFO spark.SecurityManager: msg
     "spark": (
         r"(?P<yy>\d\d)/(?P<month>\d\d)/(?P<day>\d\d)\s+"
         + _HMS
         + r"\s+(?P<level>[A-Z]+)\s+"
-        + _COMPONENT_MESSAGE
+        + COMPONENT_MESSAGE
     ),
     # 03-17 16:13:38.811  1702  2395 D WindowManager: msg  (logcat "threadtime")
     "android": (
         r"(?P<month>\d\d)-(?P<day>\d\d)\s+" + _HMS + r"\.(?P<frac>\d{3})\s+(?P<pid>\d+)\s+"
-        r"(?P<thread>\d+)\s+(?P<level>[VDIWEFA])\s+" + _COMPONENT_MESSAGE
+        r"(?P<thread>\d+)\s+(?P<level>[VDIWEFA])\s+" + COMPONENT_MESSAGE
     ),
     # Dec 10 06:55:46 LabSZ sshd[24200]: msg
     "openssh": (
