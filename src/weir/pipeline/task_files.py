@@ -61,6 +61,7 @@ RECORD_COLUMNS = ("topic", "partition", "offset")
 RAW_COLUMNS = ("key", "value", *RECORD_COLUMNS)
 PARSE_ROWS = 200_000  # raw records a task buffers before it parses them
 ROWS_PER_FLUSH = 500_000  # parsed rows a task buffers before it writes them out
+MIN_RUN_ROWS = 32  # mean rows per run of one directory from which runs are sliced unsorted
 MAX_OPEN_FILES = 1_000  # a task's files open at once, beyond which a flush closes them
 _US_PER_HOUR = 3_600_000_000
 _US_PER_DAY = 86_400_000_000
@@ -186,6 +187,9 @@ class TaskFiles:
             self._counts[key] = self._counts.get(key, 0) + row["parsed_count"]
 
     def _add_logs(self, logs: pa.Table) -> None:
+        """Buffers parsed rows under their directories. Rows mostly come in runs of one hour of
+        one source (logs are written in time order); when the runs are long they are sliced
+        where they lie, otherwise the rows are first sorted by directory."""
         if logs.num_rows == 0:
             return
         micros = pc.cast(logs.column("timestamp"), pa.int64()).to_numpy(zero_copy_only=False)
@@ -193,16 +197,25 @@ class TaskFiles:
         hours = np.floor_divide(micros, _US_PER_HOUR) % 24
         sources = logs.column("source").combine_chunks().dictionary_encode()
         names = sources.dictionary.to_pylist()
-        code = (sources.indices.to_numpy().astype(np.int64) * 10_000_000 + days) * 24 + hours
-        order = np.argsort(code, kind="stable")
-        sorted_code = code[order]
-        starts = np.flatnonzero(np.r_[True, sorted_code[1:] != sorted_code[:-1]])
-        ends = np.r_[starts[1:], len(order)]
-        table = logs.select(LOGS_COLUMNS).take(pa.array(order))
-        for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
-            at = int(order[start])
-            day = (_EPOCH + timedelta(days=int(days[at]))).isoformat()
-            key = (names[int(sources.indices[at].as_py())], day, int(hours[at]))
+        indices = sources.indices.to_numpy().astype(np.int64)
+        code = (indices * 10_000_000 + days) * 24 + hours
+        table = logs.select(LOGS_COLUMNS)
+        starts = np.flatnonzero(np.r_[True, code[1:] != code[:-1]])
+        if len(starts) * MIN_RUN_ROWS <= len(code):
+            firsts = starts
+        else:
+            order = np.argsort(code, kind="stable")
+            sorted_code = code[order]
+            starts = np.flatnonzero(np.r_[True, sorted_code[1:] != sorted_code[:-1]])
+            firsts = order[starts]
+            table = table.take(pa.array(order))
+        ends = np.r_[starts[1:], len(code)]
+        keys: dict[int, tuple[str, str, int]] = {}
+        for start, end, at in zip(starts.tolist(), ends.tolist(), firsts.tolist(), strict=True):
+            key = keys.get(int(code[at]))
+            if key is None:
+                day = (_EPOCH + timedelta(days=int(days[at]))).isoformat()
+                key = keys[int(code[at])] = (names[int(indices[at])], day, int(hours[at]))
             self._logs.setdefault(key, []).append(table.slice(start, end - start))
 
     def _flush(self) -> None:
