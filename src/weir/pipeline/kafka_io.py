@@ -50,6 +50,8 @@ TIMESTAMP_FIELDS = [pa.field("timestamp", TIMESTAMP_TYPE), pa.field("timestampTy
 HEADERS_FIELD = pa.field("headers", HEADER_TYPE)
 BATCH_RECORDS = 50_000
 FETCH_QUEUE_BACKOFF_MS = 1
+PARTITION_FETCH_BYTES = 16 << 20
+FETCH_BYTES = 64 << 20
 METADATA_TIMEOUT_S = 30.0
 PRODUCE_TIMEOUT_S = 120.0
 OUT_OF_RANGE = {KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET}
@@ -65,13 +67,17 @@ def record_schema(*, include_headers: bool, include_timestamps: bool = True) -> 
 def reader_config(client_options: Mapping[str, str]) -> dict[str, Any]:
     """A range reader's consumer. It drains its prefetch queue continuously, so librdkafka must
     not wait its default second (``fetch.queue.backoff.ms``) before fetching again once the
-    queue was full: that wait dominated a range read."""
+    queue was full: that wait dominated a range read. It reads a partition in large fetches
+    (``max.partition.fetch.bytes``; librdkafka's default is 1 MiB), which costs both ends less
+    per record."""
     return {
         "group.id": "weir-spark-reader",
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,
         "auto.offset.reset": "error",
         "fetch.queue.backoff.ms": FETCH_QUEUE_BACKOFF_MS,
+        "max.partition.fetch.bytes": PARTITION_FETCH_BYTES,
+        "fetch.max.bytes": FETCH_BYTES,
         **client_options,
     }
 
