@@ -6,8 +6,8 @@ Starts `weir broker start` (single node) on an ephemeral port and produces --rec
 lines (the Loghub samples shipped in weir.cli.demo_data, cycled, each keyed by its source) into a
 --partitions topic. Then:
 - raw consume: one confluent-kafka consumer assigned to every partition from offset 0, a bare
-  `consume(10000)` loop that counts (fetch.queue.backoff.ms=1), timed from the first record to
-  the last; the median of --repeat runs;
+  `consume(10000)` loop that counts (fetch.queue.backoff.ms=1 and the fetch sizes of the ETL's
+  readers), timed from the first record to the last; the median of --repeat runs;
 - ETL: the job's query with `--once` semantics (an available-now trigger) and
   --trigger-records per micro-batch on a local[2] session configured as `weir pipeline logs`
   configures it, into a fresh warehouse; timed from the start of the query to its end (the
@@ -39,7 +39,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker import start_broker
-from weir.pipeline.kafka_io import ensure_topic
+from weir.pipeline.kafka_io import FETCH_BYTES, PARTITION_FETCH_BYTES, ensure_topic
 from weir.pipeline.logs_job import (
     PARSE_BATCH_RECORDS,
     BatchWriter,
@@ -96,9 +96,11 @@ def produce(bootstrap: str, records: list[tuple[bytes, bytes]], partitions: int)
 
 
 def raw_consume(bootstrap: str, expected: int, partitions: int) -> dict[str, Any]:
+    # The fetch settings of the ETL's readers, so the baseline is tuned as they are.
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-raw",
                          "enable.auto.commit": False, "fetch.queue.backoff.ms": 1,
-                         "log_level": 3})  # fmt: skip
+                         "max.partition.fetch.bytes": PARTITION_FETCH_BYTES,
+                         "fetch.max.bytes": FETCH_BYTES, "log_level": 3})  # fmt: skip
     consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(partitions)])
     seen = 0
     first = 0.0
@@ -236,7 +238,10 @@ def main() -> int:
             "partitions": args.partitions,
             "lines": f"{len(samples)} Loghub sample lines cycled, keyed by source",
             "mean_line_bytes": round(sum(len(v) for _, v in samples) / len(samples), 1),
-            "raw_consume": "one consumer, assign, consume(10000), fetch.queue.backoff.ms=1",
+            "raw_consume": (
+                "one consumer, assign, consume(10000), fetch.queue.backoff.ms=1, "
+                "max.partition.fetch.bytes and fetch.max.bytes as the ETL's readers"
+            ),
             "etl": (
                 "weir pipeline logs --once on local[2] (available-now), maxRecordsPerTrigger "
                 f"{args.trigger_records}; steady: the micro-batches after the first"
