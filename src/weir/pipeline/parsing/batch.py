@@ -6,8 +6,10 @@ rows fill source, line, reason and detail; a pid beyond int64 is stored as null)
 equals ``parse_rows`` — LineParser applied line by line — for every input; it is just faster.
 
 Lines of a plain-text format run through Arrow compute kernels: each format's regex (translated
-to RE2, which ``pyarrow.compute.extract_regex`` runs in C++) splits the lines of that format into
-fields, and timestamps, levels, components and pids are computed column-wise. The event template
+to RE2, which ``pyarrow.compute.extract_regex`` runs in C++; for formats ending in loghub's
+``<component>: <message>`` only the part before the component, see ``prefix_pattern``) splits the
+lines of that format into fields, and timestamps, levels, components and pids are computed
+column-wise. The event template
 is still ``template_of``, once per distinct message of a batch: its regex needs look-behind and
 look-ahead, which RE2 lacks. A line takes this path when its format is known from its key (or,
 without a key, detected by the same regexes in ``DETECTION_ORDER``), it is printable ASCII apart
