@@ -33,7 +33,7 @@ import pyarrow as pa  # type: ignore[import-untyped]
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
-from weir.pipeline.kafka_io import BATCH_RECORDS, MessagePublisher, ensure_topic
+from weir.pipeline.kafka_io import MessagePublisher, ensure_topic
 from weir.pipeline.log_files import FORMAT as LOG_FILES_FORMAT
 from weir.pipeline.log_files import SPOOL_OPTION, LogFilesDataSource
 from weir.pipeline.metrics import (
@@ -41,22 +41,24 @@ from weir.pipeline.metrics import (
     BatchCounts,
     write_parquet,
 )
-from weir.pipeline.parsing.batch import PARSED_SCHEMA, BatchParser
-from weir.pipeline.task_files import FILE, line_counts
+from weir.pipeline.parsing.batch import BatchParser
+from weir.pipeline.task_files import (
+    FILE,
+    PARSE_ROWS,
+    line_counts,
+    parse_records,
+)
 from weir.pipeline.warehouse import DATA_SUFFIX, STAGING_DIR, BatchCommits
 
 METRICS_FILE = "part-00000-metrics.snappy.parquet"
 EMPTY_FILE = "part-00000-empty.snappy.parquet"
 TABLES = ("logs", "quarantine", "metrics_minute")
 TRIGGER_INTERVAL = "1 second"
-# Rows per Arrow batch handed to the parser (the range reader's batches): large batches spread
-# its fixed per-batch costs.
-PARSE_BATCH_RECORDS = BATCH_RECORDS
+# Rows per Arrow batch handed to the parser by the job's tasks: large batches spread its fixed
+# per-batch costs.
+PARSE_BATCH_RECORDS = PARSE_ROWS
 STOP_POLL_S = 1
 SPOOL_DIR = "tasks"
-PARSED_ARROW = pa.schema(
-    [*PARSED_SCHEMA, ("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64())]
-)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -100,15 +102,8 @@ def parse_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]
     """
     parser = BatchParser(year=date.today().year)
     for batch in batches:
-        yield from _parse_batch(parser, batch)
-
-
-def _parse_batch(parser: BatchParser, batch: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
-    topic, partition, offset = (batch.column(name) for name in ("topic", "partition", "offset"))
-    for rows, part in parser.parse_parts(batch.column("key"), batch.column("value")):
-        columns = [part.column(name).chunk(0) for name in PARSED_SCHEMA.names]
-        columns += [topic.take(rows), partition.take(rows), offset.take(rows)]
-        yield pa.RecordBatch.from_arrays(columns, schema=PARSED_ARROW)
+        for table in parse_records(parser, batch):
+            yield from table.to_batches()
 
 
 def run_logs_job(

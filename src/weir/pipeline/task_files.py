@@ -29,7 +29,7 @@ from pyspark import TaskContext
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
 from weir.pipeline.metrics import LineCount
-from weir.pipeline.parsing.batch import BatchParser
+from weir.pipeline.parsing.batch import PARSED_SCHEMA, BatchParser
 
 LOGS_COLUMNS = ("timestamp", "level", "component", "pid", "message", "template",
                 "topic", "partition", "offset")  # fmt: skip
@@ -59,6 +59,9 @@ MANIFEST_ARROW = pa.schema(
 )
 RECORD_COLUMNS = ("topic", "partition", "offset")
 RAW_COLUMNS = ("key", "value", *RECORD_COLUMNS)
+PARSED_ARROW = pa.schema(
+    [*PARSED_SCHEMA, ("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64())]
+)
 PARSE_ROWS = 200_000  # raw records a task buffers before it parses them
 ROWS_PER_FLUSH = 500_000  # parsed rows a task buffers before it writes them out
 MIN_RUN_ROWS = 32  # mean rows per run of one directory from which runs are sliced unsorted
@@ -66,6 +69,16 @@ MAX_OPEN_FILES = 1_000  # a task's files open at once, beyond which a flush clos
 _US_PER_HOUR = 3_600_000_000
 _US_PER_DAY = 86_400_000_000
 _EPOCH = date(1970, 1, 1)
+
+
+def parse_records(parser: BatchParser, batch: pa.RecordBatch) -> Iterator[pa.Table]:
+    """The raw records of ``batch`` (key, value, topic, partition, offset) parsed, in parts:
+    single-chunk tables of ``PARSED_ARROW``, rows grouped by how they were parsed."""
+    records = [batch.column(name) for name in RECORD_COLUMNS]
+    for rows, part in parser.parse_parts(batch.column("key"), batch.column("value")):
+        columns = [part.column(name).chunk(0) for name in PARSED_SCHEMA.names]
+        columns += [column.take(rows) for column in records]
+        yield pa.Table.from_arrays(columns, schema=PARSED_ARROW)
 
 
 def write_task(staging: str) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
@@ -152,13 +165,8 @@ class TaskFiles:
         """Parses the buffered records into the buffered tables, counting their lines."""
         raw = pa.Table.from_batches(self._raw).combine_chunks()
         self._raw, self._raw_rows = [], 0
-        records = [raw.column(name).chunk(0) for name in RECORD_COLUMNS]
-        keys, values = raw.column("key").chunk(0), raw.column("value").chunk(0)
         self._buffered += raw.num_rows
-        for rows, part in self.parser.parse_parts(keys, values):
-            table = part.append_column("topic", records[0].take(rows))
-            table = table.append_column("partition", records[1].take(rows))
-            table = table.append_column("offset", records[2].take(rows))
+        for table in parse_records(self.parser, raw.to_batches()[0]):
             self._count(table)
             parsed = pc.equal(table.column("parsed"), 1)
             if pc.all(parsed).as_py():

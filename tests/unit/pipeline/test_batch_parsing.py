@@ -16,9 +16,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import weir
-from weir.pipeline.logs_job import PARSED_ARROW, parse_batches
+from weir.pipeline.logs_job import parse_batches
 from weir.pipeline.parsing import DETECTION_ORDER, LineParser
 from weir.pipeline.parsing.batch import PARSED_SCHEMA, BatchParser, parse_rows
+from weir.pipeline.task_files import PARSED_ARROW
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 LOGHUB = REPO_ROOT.parent / "shared" / "data" / "loghub"
