@@ -7,7 +7,6 @@ module never imports Spark, so it runs unchanged on the driver and in executors'
 
 from __future__ import annotations
 
-import bisect
 import logging
 import re
 import time
@@ -55,6 +54,7 @@ FETCH_BYTES = 64 << 20
 METADATA_TIMEOUT_S = 30.0
 PRODUCE_TIMEOUT_S = 120.0
 OUT_OF_RANGE = {KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET}
+_NO_OFFSETS = np.empty(0, dtype=np.int64)
 
 
 def record_schema(*, include_headers: bool, include_timestamps: bool = True) -> pa.Schema:
@@ -223,7 +223,7 @@ class RangeReader:
                 continue
             if messages:
                 last_progress = time.monotonic()
-                next_offset = offsets[-1] + 1
+                next_offset = int(offsets[-1]) + 1
                 yield self._batch(r, messages, offsets)
             elif time.monotonic() - last_progress > self.poll_timeout_s:
                 raise TimeoutError(
@@ -233,22 +233,30 @@ class RangeReader:
 
     def _poll(
         self, consumer: Consumer, r: OffsetRange, next_offset: int, wanted: int
-    ) -> tuple[list[Message], list[int], int | None]:
-        """The next messages of the range (none past its end) and their offsets, or where to
-        restart after records were deleted. Per-message calls run in C (``map``); an error
-        takes the slow path."""
+    ) -> tuple[list[Message], np.ndarray, int | None]:
+        """The next messages of the range (none past its end) and their offsets (int64), or
+        where to restart after records were deleted. Per-message calls run in C (``map``); an
+        error takes the slow path. One partition's offsets ascend, so when the first and the
+        last are as far apart as the messages are many, the offsets between are every one."""
         polled = consumer.consume(num_messages=wanted, timeout=1.0)
         if any(map(Message.error, polled)):
             for message in polled:
                 error = message.error()
                 if error is not None and error.code() in OUT_OF_RANGE:
-                    return [], [], self._after_data_loss(consumer, r, next_offset)
+                    return [], _NO_OFFSETS, self._after_data_loss(consumer, r, next_offset)
                 if error is not None:
                     raise KafkaException(error)
-        offsets = cast(list[int], list(map(Message.offset, polled)))  # fetched: never None
-        end = bisect.bisect_left(offsets, r.end)  # one partition's offsets ascend
+        if not polled:
+            return polled, _NO_OFFSETS, None
+        first, last = cast(int, polled[0].offset()), cast(int, polled[-1].offset())
+        if last - first + 1 == len(polled):
+            offsets = np.arange(first, last + 1, dtype=np.int64)
+        else:
+            offsets = np.fromiter(map(Message.offset, polled), dtype=np.int64, count=len(polled))
+        end = int(np.searchsorted(offsets, r.end))
         if end < len(offsets):
-            del polled[end:], offsets[end:]
+            del polled[end:]
+            offsets = offsets[:end]
         return polled, offsets, None
 
     def _after_data_loss(self, consumer: Consumer, r: OffsetRange, next_offset: int) -> int:
@@ -263,7 +271,9 @@ class RangeReader:
         log.warning("%s", message)
         return min(low, r.end)
 
-    def _batch(self, r: OffsetRange, messages: list[Message], offsets: list[int]) -> pa.RecordBatch:
+    def _batch(
+        self, r: OffsetRange, messages: list[Message], offsets: np.ndarray
+    ) -> pa.RecordBatch:
         """The messages of one partition as a batch; topic and partition are the range's."""
         size = len(messages)
         columns = [

@@ -16,6 +16,7 @@ reported and deletes the others before it commits the batch.
 from __future__ import annotations
 
 import contextlib
+import functools
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import date, timedelta
@@ -64,8 +65,13 @@ PARSED_ARROW = pa.schema(
 )
 PARSE_ROWS = 200_000  # raw records a task buffers before it parses them
 ROWS_PER_FLUSH = 500_000  # parsed rows a task buffers before it writes them out
+# Columns that repeat values enough to gain from dictionary encoding; messages and raw lines
+# mostly differ, so encoding them only costs time.
+_DICTIONARY_COLUMNS = ["level", "component", "pid", "template", "topic", "partition", "source",
+                       "reason", "detail"]  # fmt: skip
 MIN_RUN_ROWS = 32  # mean rows per run of one directory from which runs are sliced unsorted
 MAX_OPEN_FILES = 1_000  # a task's files open at once, beyond which a flush closes them
+_US_PER_MINUTE = 60_000_000
 _US_PER_HOUR = 3_600_000_000
 _US_PER_DAY = 86_400_000_000
 _EPOCH = date(1970, 1, 1)
@@ -81,6 +87,13 @@ def parse_records(parser: BatchParser, batch: pa.RecordBatch) -> Iterator[pa.Tab
         yield pa.Table.from_arrays(columns, schema=PARSED_ARROW)
 
 
+@functools.lru_cache(maxsize=1)
+def worker_parser(year: int) -> BatchParser:
+    """The parser of this Python worker's tasks: Spark reuses a worker for task after task, and
+    the parser keeps the templates of the messages it has seen."""
+    return BatchParser(year=year)
+
+
 def write_task(staging: str) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The function of a task writing its records under ``staging``: raw Arrow batches in, the
     task's manifest (one batch of ``MANIFEST_ARROW``) out."""
@@ -88,7 +101,7 @@ def write_task(staging: str) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         context = TaskContext.get()
         task = f"{context.partitionId():05d}-{context.attemptNumber()}" if context else "00000-0"
-        parser = BatchParser(year=date.today().year)
+        parser = worker_parser(date.today().year)
         files = TaskFiles(Path(staging), f"part-{task}-{uuid.uuid4().hex[:8]}", parser)
         try:
             for batch in batches:
@@ -178,7 +191,10 @@ class TaskFiles:
                 self._quarantine.append(quarantined.select(QUARANTINE_COLUMNS))
 
     def _count(self, table: pa.Table) -> None:
-        minute = pc.cast(pc.floor_temporal(table.column("timestamp"), unit="minute"), pa.int64())
+        stamps = table.column("timestamp").combine_chunks()
+        micros = stamps.cast(pa.int64()).fill_null(0).to_numpy()
+        nulls = stamps.is_null().to_numpy(zero_copy_only=False) if stamps.null_count else None
+        minute = pa.array(micros - micros % _US_PER_MINUTE, mask=nulls)
         keys = pa.table(
             {
                 "parsed": table.column("parsed"),
@@ -248,7 +264,9 @@ class TaskFiles:
             if path.parent not in self._directories:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 self._directories.add(path.parent)
-            writer = pq.ParquetWriter(path, table.schema, compression="snappy")
+            writer = pq.ParquetWriter(
+                path, table.schema, compression="snappy", use_dictionary=_DICTIONARY_COLUMNS
+            )
             self._open[directory] = writer
             self._written.append(relative)
         if not table.schema.equals(writer.schema):

@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import weir
+import weir.pipeline.parsing.batch as batch_module
 from weir.pipeline.logs_job import parse_batches
 from weir.pipeline.parsing import DETECTION_ORDER, LineParser
 from weir.pipeline.parsing.batch import PARSED_SCHEMA, BatchParser, parse_rows
@@ -138,6 +139,22 @@ TRICKY: list[Record] = [
     (b"json", b'{"timestamp": "2024-01-02T03:04:05Z", "level": "warning", "message": "m 12"}'),
     (None, b"  {   "),
 ]
+
+
+def test_a_parser_reused_batch_after_batch_agrees_with_the_line_parser(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Templates kept from earlier batches, and the bound on how many are kept, change nothing."""
+    monkeypatch.setattr(batch_module, "TEMPLATE_CACHE_SIZE", 1_000)
+    parser = BatchParser(year=YEAR)
+    for name, source in sorted(SAMPLES.items()):
+        lines = _sample_lines(name)
+        for chunk in (lines[:700], lines[300:1000], lines[:700]):
+            keys = pa.array([source.encode()] * len(chunk), pa.binary())
+            values = pa.array(chunk, pa.binary())
+            expected = parse_rows(LineParser(year=YEAR), keys.to_pylist(), chunk)
+            assert parser.parse(keys, values).equals(expected), name
+            assert len(parser._templates) <= 1_000
 
 
 def test_malformed_and_unusual_lines() -> None:

@@ -10,7 +10,8 @@ to RE2, which ``pyarrow.compute.extract_regex`` runs in C++; for formats ending 
 ``<component>: <message>`` only the part before the component, see ``prefix_pattern``) splits the
 lines of that format into fields, and timestamps, levels, components and pids are computed
 column-wise. The event template
-is still ``template_of``, once per distinct message of a batch: its regex needs look-behind and
+is still ``template_of``, once per distinct message of a batch and not again for a message the
+parser templated before (see ``BatchParser.templates``): its regex needs look-behind and
 look-ahead, which RE2 lacks. A line takes this path when its format is known from its key (or,
 without a key, detected by the same regexes in ``DETECTION_ORDER``), it is printable ASCII apart
 from tab, CR and LF (where RE2's and Python's ``\\s``, ``\\w`` and ``str.strip`` agree), and its
@@ -54,17 +55,20 @@ PARSED_SCHEMA = pa.schema(
 PARSED_FIELDS = ("source", "level", "component", "pid", "message", "template")
 QUARANTINE_FIELDS = ("source", "line", "reason", "detail")
 
-# Characters outside printable ASCII, tab, LF and CR: such lines take the per-line path.
-_UNUSUAL = r"[^\t\n\r\x20-\x7e]"
+# Lines with bytes outside printable ASCII other than tab, LF and CR take the per-line path.
+_CONTROL_ALLOWED = np.isin(np.arange(256), [9, 10, 13])
+_SCAN_BLOCK = 1 << 18
 MESSAGE_TAIL = r"(?:\s+(?P<message>.*))?\Z"
 HEADER = "header"
 _MONTH_NAMES = pa.array(list(MONTHS), pa.string())
 _DAYS_IN_MONTH = np.array([31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31], dtype=np.int64)
+TEMPLATE_CACHE_SIZE = 100_000  # templates a parser keeps from batch to batch
 _MAX_PID_DIGITS = 18  # int64 holds every 18-digit number.
 _US_PER_S = 1_000_000
 # What Arrow's ascii_trim_whitespace strips.
 _ASCII_WHITESPACE = np.isin(np.arange(256), [9, 10, 11, 12, 13, 32])
 _VIEW_INLINE = np.arange(12)
+_POWERS_OF_TEN = 10 ** np.arange(4, dtype=np.int64)
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
@@ -154,15 +158,40 @@ def _uncaptured(fragment: str) -> str:
     return re.sub(r"\(\?P<\w+>", "(?:", fragment)
 
 
-def _split_joined(group: dict[str, pa.Array]) -> dict[str, pa.Array]:
-    """The extracted groups with every joined group sliced back into its fields."""
+def _split_joined(group: dict[str, pa.Array]) -> dict[str, pa.Array | np.ndarray]:
+    """The extracted groups with every joined group split back into its fields: their numbers
+    (int64) read straight from the digits' bytes when every value has the group's width, as
+    strings otherwise."""
+    fields: dict[str, pa.Array | np.ndarray] = dict(group)
     for _, joined, spans in _JOINED_GROUPS:
-        column = group.pop(joined, None)
+        column = fields.pop(joined, None)
         if column is None:
             continue
+        digits = _digit_matrix(column, max(stop for _, stop in spans.values()))
         for name, (start, stop) in spans.items():
-            group[name] = pc.utf8_slice_codeunits(column, start, stop)
-    return group
+            if digits is None:
+                fields[name] = pc.utf8_slice_codeunits(column, start, stop)
+            else:
+                fields[name] = digits[:, start:stop] @ _POWERS_OF_TEN[stop - start - 1 :: -1]
+    return fields
+
+
+def _digit_matrix(column: pa.Array, width: int) -> np.ndarray | None:
+    """Each value's bytes minus ``"0"`` (int64, one row per value) when every value of the
+    string array ``column`` is ``width`` bytes long; None otherwise."""
+    size = len(column)
+    if size == 0 or column.null_count:
+        return None
+    _, offsets_buffer, data_buffer = column.buffers()
+    offsets = np.frombuffer(
+        offsets_buffer, dtype=np.int32, count=size + 1, offset=column.offset * 4
+    )
+    starts = offsets[:-1]
+    if data_buffer is None or not np.all(offsets[1:] - starts == width):
+        return None
+    data = np.frombuffer(data_buffer, dtype=np.uint8)
+    digits: np.ndarray = data[starts[:, None] + np.arange(width)].astype(np.int64) - ord("0")
+    return digits
 
 
 RE2_PATTERNS = {name: re2_pattern(pattern) for name, pattern in PATTERNS.items()}
@@ -217,6 +246,25 @@ class BatchParser:
     def __init__(self, *, year: int) -> None:
         self.year = year
         self.lines = LineParser(year=year)
+        self._templates: dict[str, str] = {}
+
+    def templates(self, messages: pa.Array) -> pa.Array:
+        """The template of each message, computed once per distinct message of the batch (logs
+        repeat a lot) and looked up when an earlier batch had the message: the parser keeps
+        up to ``TEMPLATE_CACHE_SIZE`` templates."""
+        encoded = messages.dictionary_encode()
+        distinct = encoded.dictionary.to_pylist()
+        known = self._templates
+        new = [message for message in distinct if message not in known]
+        if not new:
+            return pc.take(pa.array([known[m] for m in distinct], pa.string()), encoded.indices)
+        fresh = dict(zip(new, templates_of(new), strict=True))
+        templates = [known[m] if m in known else fresh[m] for m in distinct]
+        if len(known) + len(fresh) > TEMPLATE_CACHE_SIZE:
+            known.clear()
+        if len(fresh) <= TEMPLATE_CACHE_SIZE:
+            known.update(fresh)
+        return pc.take(pa.array(templates, pa.string()), encoded.indices)
 
     def parse(self, keys: pa.Array, values: pa.Array) -> pa.Table:
         """One row per record, in input order, in the columns of ``PARSED_SCHEMA``."""
@@ -236,11 +284,10 @@ class BatchParser:
         """
         count = len(values)
         keys, values = _as_binary(keys), _as_binary(values)
-        # On bytes RE2 reads Latin-1, so any byte above 0x7e counts as unusual.
-        usual = pc.invert(pc.fill_null(pc.match_substring_regex(values, _UNUSUAL), True))
+        usual = _usual(values)
         rows = pa.array(np.arange(count, dtype=np.int64))
         usual_keys, usual_values = keys, values
-        if usual.false_count:
+        if usual is not None:
             rows, usual_keys, usual_values = (
                 rows.filter(usual),
                 keys.filter(usual),
@@ -317,8 +364,7 @@ class BatchParser:
             group = {key: column.filter(keep) for key, column in group.items()}
         if len(rows) == 0:
             return None
-        group = _split_joined(group)
-        micros, valid = self._micros(group)
+        micros, valid = self._micros(_split_joined(group))
         pid = group.get("pid")
         if pid is not None:
             valid &= pc.utf8_length(pid).to_numpy(zero_copy_only=False) <= _MAX_PID_DIGITS
@@ -341,7 +387,7 @@ class BatchParser:
                 _components(group.get("component"), size),
                 _pids(group.get("pid"), size),
                 message,
-                _templates(message),
+                self.templates(message),
                 none,
                 none,
                 none,
@@ -350,7 +396,7 @@ class BatchParser:
         )
         return rows, table
 
-    def _micros(self, group: dict[str, pa.Array]) -> tuple[np.ndarray, np.ndarray]:
+    def _micros(self, group: dict[str, pa.Array | np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         """Microseconds since the epoch of each line's wall-clock time, and which are real."""
         size = len(group["day"])
         if "year" in group:
@@ -367,8 +413,7 @@ class BatchParser:
         day, hour = _digits(group["day"]), _digits(group["hour"])
         minute, second = _digits(group["minute"]), _digits(group["second"])
         if "frac" in group:
-            six = pc.utf8_rpad(pc.utf8_slice_codeunits(group["frac"], 0, 6), width=6, padding="0")
-            frac = _digits(six)
+            frac = _fraction_micros(group["frac"])
         else:
             frac = np.zeros(size, dtype=np.int64)
         leap = (year % 4 == 0) & ((year % 100 != 0) | (year % 400 == 0))
@@ -421,6 +466,35 @@ def _prefix_fields(
     return (None if matched.all() else matched), group, prefix_end + colon + 1
 
 
+def _usual(values: pa.Array) -> pa.Array | None:
+    """Which values (a binary array) are not null and hold only printable ASCII, tab, LF and CR
+    bytes; None when all do. The bytes are scanned in blocks small enough to stay in the CPU's
+    cache, and only the few unusual ones are traced back to their values."""
+    size = len(values)
+    _, offsets_buffer, data_buffer = values.buffers()
+    usual = np.ones(size, dtype=bool)
+    if values.null_count:
+        usual &= values.is_valid().to_numpy(zero_copy_only=False)
+    if data_buffer is not None and size:
+        offsets = np.frombuffer(
+            offsets_buffer, dtype=np.int32, count=size + 1, offset=values.offset * 4
+        )
+        data = np.frombuffer(data_buffer, dtype=np.uint8)
+        shifted = np.empty(_SCAN_BLOCK, dtype=np.uint8)
+        outside = np.empty(_SCAN_BLOCK, dtype=bool)
+        for begin in range(int(offsets[0]), int(offsets[-1]), _SCAN_BLOCK):
+            block = data[begin : min(begin + _SCAN_BLOCK, int(offsets[-1]))]
+            length = len(block)
+            # Bytes 0x20..0x7e become 0..0x5e; every other byte ends up above 0x5e.
+            np.subtract(block, np.uint8(0x20), out=shifted[:length])
+            np.greater(shifted[:length], np.uint8(0x5E), out=outside[:length])
+            if outside[:length].any():
+                at = np.flatnonzero(outside[:length])
+                at = at[~_CONTROL_ALLOWED[block[at]]] + begin
+                usual[np.searchsorted(offsets, at, side="right") - 1] = False
+    return None if usual.all() else pa.array(usual)
+
+
 def _as_binary(column: pa.Array) -> pa.Array:
     return column if pa.types.is_binary(column.type) else column.cast(pa.binary())
 
@@ -453,27 +527,44 @@ def _string_views(
 ) -> pa.Array:
     """A ``string_view`` array of the byte ranges ``[starts[i], starts[i] + lengths[i])`` of
     ``buffer`` (whose bytes ``data`` holds). A view is 16 bytes: the length, then either the
-    string itself (up to 12 bytes) or its first 4 bytes, the buffer's number and the offset."""
+    string itself (up to 12 bytes, zero-padded) or its first 4 bytes, the buffer's number and
+    the offset. Every view first gets the 12 bytes at its start (one gather from a sliding
+    window over the data); long ones then get their buffer and offset over the last 8."""
     size = len(starts)
     if len(data) == 0:
         return pa.array([""] * size, pa.string_view())
-    views = np.zeros((size, 4), dtype=np.int32)
+    width = len(_VIEW_INLINE)
+    source = data if len(data) >= width else np.pad(data, (0, width - len(data)))
+    views = np.empty((size, 4), dtype=np.int32)
     views[:, 0] = lengths
-    window = starts[:, None] + _VIEW_INLINE
-    np.minimum(window, len(data) - 1, out=window)
-    inline = data[window]
+    inline = views.view(np.uint8)[:, 4:16]
+    last = len(source) - width
+    inline[...] = np.lib.stride_tricks.sliding_window_view(source, width)[np.minimum(starts, last)]
+    for row in np.flatnonzero(starts > last).tolist():  # the few views within the data's end
+        piece = data[starts[row] : starts[row] + width]
+        inline[row, : len(piece)] = piece
+        inline[row, len(piece) :] = 0
     inline[lengths[:, None] <= _VIEW_INLINE] = 0
-    view_bytes = views.view(np.uint8)
-    short = lengths <= len(_VIEW_INLINE)
-    view_bytes[short, 4:16] = inline[short]
-    long = ~short
-    view_bytes[long, 4:8] = inline[long, :4]
+    long = np.flatnonzero(lengths > width)
+    views[long, 2] = 0
     views[long, 3] = starts[long]
     return pa.Array.from_buffers(pa.string_view(), size, [None, pa.py_buffer(views), buffer])
 
 
-def _digits(column: pa.Array) -> np.ndarray:
-    """A column of ASCII digit strings (an empty one counts as 0) as int64."""
+def _fraction_micros(column: pa.Array) -> np.ndarray:
+    """Microseconds of a column of fractions of a second (ASCII digits after the point; an
+    empty one counts as 0): the first six digits, padded with zeros."""
+    milliseconds = _digit_matrix(column, 3)
+    if milliseconds is not None:
+        return (milliseconds @ _POWERS_OF_TEN[2::-1]) * 1_000
+    return _digits(pc.utf8_rpad(pc.utf8_slice_codeunits(column, 0, 6), width=6, padding="0"))
+
+
+def _digits(column: pa.Array | np.ndarray) -> np.ndarray:
+    """A column of ASCII digit strings (an empty one counts as 0) as int64; numbers already
+    read stay as they are."""
+    if isinstance(column, np.ndarray):
+        return column
     filled = pc.if_else(pc.equal(column, ""), "0", column)
     return np.asarray(pc.cast(filled, pa.int64()).to_numpy(zero_copy_only=False), dtype=np.int64)
 
@@ -500,13 +591,6 @@ def _levels(raw: pa.Array | None, size: int) -> pa.Array:
     encoded = raw.dictionary_encode()
     names = [normalise_level(value) if value else None for value in encoded.dictionary.to_pylist()]
     return pc.take(pa.array(names, pa.string()), encoded.indices)
-
-
-def _templates(messages: pa.Array) -> pa.Array:
-    """The template of each message, computed once per distinct message (logs repeat a lot)."""
-    encoded = messages.dictionary_encode()
-    distinct = pa.array(templates_of(encoded.dictionary.to_pylist()), pa.string())
-    return pc.take(distinct, encoded.indices)
 
 
 def _components(raw: pa.Array | None, size: int) -> pa.Array:
