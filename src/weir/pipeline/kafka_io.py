@@ -7,6 +7,8 @@ module never imports Spark, so it runs unchanged on the driver and in executors'
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import logging
 import re
 import time
@@ -216,15 +218,18 @@ class RangeReader:
         last_progress = time.monotonic()
         while next_offset < r.end:
             wanted = min(BATCH_RECORDS, r.end - next_offset)
-            messages, offsets, restart = self._poll(consumer, r, next_offset, wanted)
+            with _collection_paused():
+                messages, offsets, restart = self._poll(consumer, r, next_offset, wanted)
+                batch = self._batch(r, messages, offsets) if messages else None
+                del messages  # freed before the collector runs again
             if restart is not None:
                 next_offset = restart
                 consumer.assign([TopicPartition(r.topic, r.partition, next_offset)])
                 continue
-            if messages:
+            if batch is not None:
                 last_progress = time.monotonic()
                 next_offset = int(offsets[-1]) + 1
-                yield self._batch(r, messages, offsets)
+                yield batch
             elif time.monotonic() - last_progress > self.poll_timeout_s:
                 raise TimeoutError(
                     f"{r.topic}-{r.partition}: no record at offset {next_offset} "
@@ -294,6 +299,21 @@ class RangeReader:
         if self.include_headers:
             columns.append(pa.array([_headers(m) for m in messages], HEADER_TYPE))
         return pa.RecordBatch.from_arrays(columns, schema=self.schema)
+
+
+@contextlib.contextmanager
+def _collection_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector paused. A poll creates tens of thousands of Message
+    objects, which the collector tracks; every few hundred allocations it would walk them
+    again, to find no cycle (a message references none). Unpaused, that took about a sixth of
+    a reading task's time."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _headers(message: Message) -> list[dict[str, Any]] | None:
