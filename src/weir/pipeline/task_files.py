@@ -69,6 +69,7 @@ ROWS_PER_FLUSH = 500_000  # parsed rows a task buffers before it writes them out
 # mostly differ, so encoding them only costs time.
 _DICTIONARY_COLUMNS = ["level", "component", "pid", "template", "topic", "partition", "source",
                        "reason", "detail"]  # fmt: skip
+_WRITE_BUFFER_BYTES = 64 << 10  # per open file (MAX_OPEN_FILES of them at most)
 MIN_RUN_ROWS = 32  # mean rows per run of one directory from which runs are sliced unsorted
 MAX_OPEN_FILES = 1_000  # a task's files open at once, beyond which a flush closes them
 _US_PER_MINUTE = 60_000_000
@@ -139,8 +140,7 @@ class TaskFiles:
         self._quarantine: list[pa.Table] = []
         self._written: list[str] = []
         self._counts: dict[tuple[int, str | None, int | None, str | None], int] = {}
-        self._directories: set[Path] = set()
-        self._open: dict[str, pq.ParquetWriter] = {}
+        self._open: dict[str, tuple[pq.ParquetWriter, pa.NativeFile]] = {}
         self._flushes = 0
 
     def add(self, batch: pa.RecordBatch) -> None:
@@ -169,9 +169,11 @@ class TaskFiles:
 
     def abandon(self) -> None:
         """Closes the open files after a failure; the driver deletes them (none was reported)."""
-        for writer in self._open.values():
+        for writer, sink in self._open.values():
             with contextlib.suppress(OSError):
                 writer.close()
+            with contextlib.suppress(OSError):
+                sink.close()
         self._open = {}
 
     def _parse(self) -> None:
@@ -257,27 +259,37 @@ class TaskFiles:
             self._close()
 
     def _write(self, directory: str, table: pa.Table) -> None:
-        writer = self._open.get(directory)
-        if writer is None:
+        opened = self._open.get(directory)
+        if opened is None:
             relative = f"{directory}/{self.name}-{self._flushes:04d}.parquet"
-            path = self.staging / relative
-            if path.parent not in self._directories:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                self._directories.add(path.parent)
+            sink = _output_file(self.staging / relative)
             writer = pq.ParquetWriter(
-                path, table.schema, compression="snappy", use_dictionary=_DICTIONARY_COLUMNS
+                sink, table.schema, compression="snappy", use_dictionary=_DICTIONARY_COLUMNS
             )
-            self._open[directory] = writer
+            self._open[directory] = opened = (writer, sink)
             self._written.append(relative)
+        writer = opened[0]
         if not table.schema.equals(writer.schema):
             table = table.cast(writer.schema)
         writer.write_table(table)
 
     def _close(self) -> None:
-        for writer in self._open.values():
+        for writer, sink in self._open.values():
             writer.close()
+            sink.close()
         self._open = {}
         self._flushes += 1
+
+
+def _output_file(path: Path) -> pa.NativeFile:
+    """A new file at ``path``, buffered, its directories created if missing (a spool's
+    directories outlive its files, so they mostly exist already)."""
+    try:
+        raw = pa.OSFile(str(path), "wb")
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        raw = pa.OSFile(str(path), "wb")
+    return pa.BufferedOutputStream(raw, _WRITE_BUFFER_BYTES)
 
 
 def line_counts(rows: list[dict[str, object]]) -> list[LineCount]:
