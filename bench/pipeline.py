@@ -48,17 +48,16 @@ from weir.pipeline.logs_job import (
     parse_batches,
     start_query,
 )
+from weir.pipeline.logs_job import (
+    SPARK_CONFIG as JOB_SPARK_CONFIG,
+)
 from weir.pipeline.session import weir_session
 from weir.pipeline.warehouse import BatchCommits
 
 TOPIC = "bench-loglines"
 DEMO_DATA = Path(__file__).resolve().parents[1] / "src" / "weir" / "cli" / "demo_data"
 TIMEOUT_S = 600
-SPARK_CONFIG = {
-    "spark.driver.memory": "1g",
-    "spark.sql.shuffle.partitions": "4",
-    "spark.ui.showConsoleProgress": "false",
-}
+SPARK_CONFIG = {**JOB_SPARK_CONFIG, "spark.driver.memory": "1g"}
 
 
 def demo_records() -> list[tuple[bytes, bytes]]:

@@ -35,7 +35,7 @@ def register(commands: Any) -> None:
 def run_logs(args: argparse.Namespace) -> int:
     from pyspark.errors import StreamingQueryException
 
-    from weir.pipeline.logs_job import LogsJob, run_logs_job
+    from weir.pipeline.logs_job import SPARK_CONFIG, LogsJob, run_logs_job
     from weir.pipeline.session import weir_session
 
     job = LogsJob(
@@ -50,11 +50,7 @@ def run_logs(args: argparse.Namespace) -> int:
     spark = weir_session(
         master=args.master,
         app_name="weir pipeline logs",
-        config={
-            "spark.driver.memory": args.driver_memory,
-            "spark.sql.shuffle.partitions": "4",
-            "spark.ui.showConsoleProgress": "false",
-        },
+        config={**SPARK_CONFIG, "spark.driver.memory": args.driver_memory},
     )
     spark.sparkContext.setLogLevel("ERROR")
     stop = _stop_on_signals()

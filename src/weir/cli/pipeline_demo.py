@@ -89,14 +89,13 @@ def _produce(bootstrap: str, samples: dict[str, list[bytes]]) -> None:
 
 
 def _etl_and_report(bootstrap: str, root: Path, total: int) -> int:
-    from weir.pipeline.logs_job import LogsJob, run_logs_job
+    from weir.pipeline.logs_job import SPARK_CONFIG, LogsJob, run_logs_job
     from weir.pipeline.session import weir_session
 
     warehouse = root / "warehouse"
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     spark = weir_session(master="local[*]", app_name="weir demo",
-                         config={"spark.driver.memory": "1g", "spark.sql.shuffle.partitions": "4",
-                                 "spark.ui.showConsoleProgress": "false"})  # fmt: skip
+                         config={**SPARK_CONFIG, "spark.driver.memory": "1g"})  # fmt: skip
     spark.sparkContext.setLogLevel("ERROR")
     try:
         started = time.monotonic()

@@ -28,12 +28,22 @@ from pyspark.sql import SparkSession
 from weir.pipeline.source import register
 
 PYTHON_DIR = "python"
+# Hadoop's local file system keeps a ``.crc`` file beside every file it writes: each checkpoint
+# entry of a streaming query (two per micro-batch) then costs a second file, written, renamed
+# and deleted with it, on a path where metadata operations are the cost. The raw local file
+# system writes the files alone, renamed into place as atomically. Spark's own Parquet output
+# on ``file:`` paths has no ``.crc`` files either.
+LOCAL_FILES_WITHOUT_CHECKSUMS = {
+    "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
+    "spark.hadoop.fs.AbstractFileSystem.file.impl": "org.apache.hadoop.fs.local.RawLocalFs",
+}
 
 
 def weir_session(
     *, master: str, app_name: str, config: Mapping[str, str] | None = None
 ) -> SparkSession:
-    """A session on ``master`` with ``format("weir")`` registered and the UI off by default."""
+    """A session on ``master`` with ``format("weir")`` registered, the UI off and local files
+    written without checksum files by default (``config`` overrides)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     if "SPARK_HOME" not in os.environ:
         home = spark_home_view(Path(pyspark.__file__).parent)
@@ -46,6 +56,8 @@ def weir_session(
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.pyspark.python", os.environ["PYSPARK_PYTHON"])
     )
+    for key, value in LOCAL_FILES_WITHOUT_CHECKSUMS.items():
+        builder = builder.config(key, value)
     for key, value in (config or {}).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
