@@ -193,24 +193,34 @@ class TaskFiles:
                 self._quarantine.append(quarantined.select(QUARANTINE_COLUMNS))
 
     def _count(self, table: pa.Table) -> None:
+        """Adds the table's lines per (parsed, source, minute, level) to the task's counts. Each
+        row's key is packed into one integer (its minute, and the indices of its source and
+        level among the table's distinct ones), so one sort of integers groups the rows."""
+        if table.num_rows == 0:
+            return
         stamps = table.column("timestamp").combine_chunks()
-        micros = stamps.cast(pa.int64()).fill_null(0).to_numpy()
-        nulls = stamps.is_null().to_numpy(zero_copy_only=False) if stamps.null_count else None
-        minute = pa.array(micros - micros % _US_PER_MINUTE, mask=nulls)
-        keys = pa.table(
-            {
-                "parsed": table.column("parsed"),
-                "source": table.column("source"),
-                "minute": minute,
-                "level": table.column("level"),
-            }
-        )
-        grouped = keys.group_by(["parsed", "source", "minute", "level"]).aggregate(
-            [("parsed", "count")]
-        )
-        for row in grouped.to_pylist():
-            key = (row["parsed"], row["source"], row["minute"], row["level"])
-            self._counts[key] = self._counts.get(key, 0) + row["parsed_count"]
+        timed = stamps.is_valid().to_numpy(zero_copy_only=False)
+        minutes = np.floor_divide(stamps.cast(pa.int64()).fill_null(0).to_numpy(), _US_PER_MINUTE)
+        parsed = table.column("parsed").combine_chunks().to_numpy(zero_copy_only=False)
+        sources, source_codes = _codes(table.column("source"))
+        levels, level_codes = _codes(table.column("level"))
+        first = int(minutes[timed].min()) if timed.any() else 0
+        minute_codes = np.where(timed, minutes - first + 1, 0)
+        packed = (
+            (minute_codes * (len(sources) + 1) + source_codes) * (len(levels) + 1) + level_codes
+        ) * 2 + (parsed == 1)
+        keys, lines = np.unique(packed, return_counts=True)
+        for key, count in zip(keys.tolist(), lines.tolist(), strict=True):
+            rest, is_parsed = divmod(key, 2)
+            rest, level = divmod(rest, len(levels) + 1)
+            minute, source = divmod(rest, len(sources) + 1)
+            counted = (
+                int(is_parsed),
+                sources[source],
+                (minute - 1 + first) * _US_PER_MINUTE if minute else None,
+                levels[level],
+            )
+            self._counts[counted] = self._counts.get(counted, 0) + count
 
     def _add_logs(self, logs: pa.Table) -> None:
         """Buffers parsed rows under their directories. Rows mostly come in runs of one hour of
@@ -279,6 +289,14 @@ class TaskFiles:
             sink.close()
         self._open = {}
         self._flushes += 1
+
+
+def _codes(column: pa.ChunkedArray) -> tuple[list[str | None], np.ndarray]:
+    """The column's distinct values, None first, and each row's index among them (int64)."""
+    encoded = column.combine_chunks().dictionary_encode()
+    values: list[str | None] = [None, *encoded.dictionary.to_pylist()]
+    codes = encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64) + 1
+    return values, codes
 
 
 def _output_file(path: Path) -> pa.NativeFile:

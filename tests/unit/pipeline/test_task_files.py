@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gzip
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -9,7 +11,9 @@ import pyarrow as pa  # type: ignore[import-untyped]
 import pyarrow.parquet as pq  # type: ignore[import-untyped]
 import pytest
 
+import weir
 from weir.pipeline import task_files
+from weir.pipeline.parsing.batch import BatchParser
 from weir.pipeline.task_files import (
     LOGS_COLUMNS,
     QUARANTINE_COLUMNS,
@@ -17,6 +21,7 @@ from weir.pipeline.task_files import (
     write_task,
 )
 
+DEMO_DATA = Path(weir.__file__).parent / "cli" / "demo_data"
 LINES = [
     (b"hdfs", b"081109 203615 148 INFO dfs.DataNode$PacketResponder: one"),
     (b"hdfs", b"081109 203807 222 WARN dfs.DataNode$PacketResponder: two"),
@@ -115,3 +120,22 @@ def test_a_failing_task_closes_its_files_and_reports_nothing(tmp_path: Path) -> 
 
     with pytest.raises(OSError, match="the fetch failed"):
         list(write_task(str(tmp_path))(failing()))
+
+
+def test_counts_are_lines_per_outcome_source_minute_and_level(tmp_path: Path) -> None:
+    """The task's counts equal a count of its parsed rows one by one, quarantined ones too."""
+    sample = DEMO_DATA / "HDFS_2k.log.gz"
+    lines = gzip.decompress(sample.read_bytes()).splitlines()[:500]
+    records = [(b"hdfs", line) for line in lines] + LINES
+    records += [(b"linux", b"Jan  1 00:00:59 host cron[1]: early"), (b"nosuch", b"x")]
+    files = task_files.TaskFiles(tmp_path, "part-x", BatchParser(year=2024))
+    expected: Counter[tuple[object, ...]] = Counter()
+    for table in task_files.parse_records(files.parser, _batch(records, 0)):
+        files._count(table)
+        for row in table.select(["parsed", "source", "timestamp", "level"]).to_pylist():
+            stamp = row["timestamp"]
+            minute = None if stamp is None else int(stamp.timestamp()) // 60 * 60_000_000
+            expected[(row["parsed"], row["source"], minute, row["level"])] += 1
+    assert files._counts == dict(expected)
+    assert sum(expected.values()) == len(records)
+    assert any(key[0] == 0 and key[2] is None for key in expected)
