@@ -8,6 +8,10 @@ the tasks' manifests: the files each wrote and its line counts. The records thus
 through the JVM: a row crossing from Python to the JVM and back to Python cost more than
 parsing it.
 
+The parser and the Parquet writing (``weir.pipeline.task_files``) are imported only where they
+run: the Python processes that Spark starts to plan the stream's micro-batches need neither,
+and importing them took each about half a second.
+
 The spool belongs to one job: the driver deletes the files there that no successful task of a
 batch reported (left by failed attempts), and its commit moves the reported ones into the
 tables (see ``weir.pipeline.logs_job``).
@@ -26,7 +30,6 @@ from weir.pipeline.offsets import OffsetOptionError
 from weir.pipeline.options import SourceOptions
 from weir.pipeline.planning import read_partition
 from weir.pipeline.streaming import WeirStreamReader
-from weir.pipeline.task_files import MANIFEST, write_task
 
 FORMAT = "weir-log-files"
 SPOOL_OPTION = "spool"
@@ -40,6 +43,8 @@ class LogFilesDataSource(DataSource):
         return FORMAT
 
     def schema(self) -> StructType:
+        from weir.pipeline.task_files import MANIFEST
+
         return MANIFEST
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
@@ -58,5 +63,7 @@ class LogFilesStreamReader(WeirStreamReader):
         self.spool = spool
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        from weir.pipeline.task_files import write_task
+
         records = read_partition(self.options, partition, include_timestamps=False)
         return write_task(str(self.spool))(records)
