@@ -191,7 +191,12 @@ def parse_only(records: list[tuple[bytes, bytes]]) -> dict[str, Any]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--records", type=int, default=5_000_000)
+    parser.add_argument(
+        "--records",
+        type=int,
+        default=10_000_000,
+        help="records produced (the ETL's steady rate spans all micro-batches but the first)",
+    )
     parser.add_argument(
         "--trigger-records", type=int, default=1_000_000, help="maxRecordsPerTrigger of the ETL"
     )
