@@ -76,6 +76,25 @@ _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 # per group); and groups nothing here reads, left uncaptured. Neither changes what matches.
 _JOINED_GROUPS: tuple[tuple[str, str, dict[str, tuple[int, int]]], ...] = (
     (
+        r"(?P<year>\d{4})-(?P<month>\d\d)-(?P<day>\d\d) "
+        r"(?P<hour>\d\d):(?P<minute>\d\d):(?P<second>\d\d),(?P<frac>\d{3})",
+        "ymdhmsf",
+        {
+            "year": (0, 4),
+            "month": (5, 7),
+            "day": (8, 10),
+            "hour": (11, 13),
+            "minute": (14, 16),
+            "second": (17, 19),
+            "millis": (20, 23),
+        },
+    ),
+    (
+        r"(?P<hour>\d\d):(?P<minute>\d\d):(?P<second>\d\d)\.(?P<frac>\d{3})",
+        "hmsf",
+        {"hour": (0, 2), "minute": (3, 5), "second": (6, 8), "millis": (9, 12)},
+    ),
+    (
         r"(?P<year>\d{4})-(?P<month>\d\d)-(?P<day>\d\d)",
         "ymd",
         {"year": (0, 4), "month": (5, 7), "day": (8, 10)},
@@ -103,6 +122,11 @@ _JOINED_GROUPS: tuple[tuple[str, str, dict[str, tuple[int, int]]], ...] = (
     (r"(?P<month>\d\d)-(?P<day>\d\d)", "md", {"month": (0, 2), "day": (3, 5)}),
 )
 _UNREAD_GROUPS = ("thread", "host", "lineno")
+# Groups of a fixed width that can open a pattern: a line's such group is its first characters,
+# sliced off the line instead of captured.
+_FIXED_WIDTHS = {joined: max(stop for _, stop in spans.values()) for _, joined, spans in
+                 _JOINED_GROUPS} | {"mname": 3}  # fmt: skip
+_LITERAL_GROUP = re.compile(r"\(\?P<(\w+)>(\w+)\)")
 
 
 def re2_pattern(python_pattern: str) -> str:
@@ -144,13 +168,37 @@ def prefix_pattern(python_pattern: str) -> str | None:
 
 
 def _re2_groups(python_pattern: str) -> str:
-    """``python_pattern`` with its joined groups joined and its unread groups uncaptured."""
+    """``python_pattern`` with its joined groups joined, and its unread groups, its fixed-width
+    opening group and its literal groups (see ``uncaptured_fields``) uncaptured."""
     pattern = python_pattern
     for fragment, joined, _ in _JOINED_GROUPS:
         pattern = pattern.replace(fragment, f"(?P<{joined}>" + _uncaptured(fragment) + ")")
     for name in _UNREAD_GROUPS:
         pattern = pattern.replace(f"(?P<{name}>", "(?:")
-    return pattern
+    leading, literals = _fields_outside(pattern)
+    if leading is not None:
+        pattern = pattern.replace(f"(?P<{leading[0]}>", "(?:", 1)
+    return _LITERAL_GROUP.sub(r"(?:\2)", pattern) if literals else pattern
+
+
+def uncaptured_fields(python_pattern: str) -> tuple[tuple[str, int] | None, dict[str, str]]:
+    """What a text format's RE2 pattern leaves uncaptured although the fields are read: the group
+    opening the pattern when it has a fixed width (its name and width: the line's first
+    characters), and groups that match one literal word (by name). RE2 extracts with a fast
+    engine (one-pass) only when a pattern has at most four groups and no ambiguity, and every
+    group costs it time either way."""
+    pattern = python_pattern
+    for fragment, joined, _ in _JOINED_GROUPS:
+        pattern = pattern.replace(fragment, f"(?P<{joined}>" + _uncaptured(fragment) + ")")
+    return _fields_outside(pattern)
+
+
+def _fields_outside(pattern: str) -> tuple[tuple[str, int] | None, dict[str, str]]:
+    opening = re.match(r"\(\?P<(\w+)>", pattern)
+    leading = None
+    if opening is not None and opening.group(1) in _FIXED_WIDTHS:
+        leading = (opening.group(1), _FIXED_WIDTHS[opening.group(1)])
+    return leading, dict(_LITERAL_GROUP.findall(pattern))
 
 
 def _uncaptured(fragment: str) -> str:
@@ -202,6 +250,7 @@ PREFIX_PATTERNS = {
     for name, pattern in PATTERNS.items()
     if (prefix := prefix_pattern(pattern)) is not None
 }
+UNCAPTURED_FIELDS = {name: uncaptured_fields(pattern) for name, pattern in PATTERNS.items()}
 _TEXT_NAMES = tuple(PATTERNS)
 _FALLBACK = len(_TEXT_NAMES)
 _DETECT = _FALLBACK + 1
@@ -358,6 +407,11 @@ class BatchParser:
             matched, group, header_bytes = _prefix_fields(PREFIX_PATTERNS[name], lines)
         else:
             matched, group, header_bytes = _header_fields(RE2_PATTERNS[name], lines)
+        leading, literals = UNCAPTURED_FIELDS[name]
+        if leading is not None:
+            group[leading[0]] = pc.utf8_slice_codeunits(lines, 0, leading[1])
+        for field, word in literals.items():
+            group[field] = pa.repeat(pa.scalar(word, pa.string()), len(lines))
         if matched is not None:
             keep = pa.array(matched)
             rows, lines, header_bytes = rows.filter(keep), lines.filter(keep), header_bytes[matched]
@@ -412,7 +466,9 @@ class BatchParser:
             month = pc.fill_null(found, -1).to_numpy(zero_copy_only=False).astype(np.int64) + 1
         day, hour = _digits(group["day"]), _digits(group["hour"])
         minute, second = _digits(group["minute"]), _digits(group["second"])
-        if "frac" in group:
+        if "millis" in group:
+            frac = _digits(group["millis"]) * 1_000
+        elif "frac" in group:
             frac = _fraction_micros(group["frac"])
         else:
             frac = np.zeros(size, dtype=np.int64)
