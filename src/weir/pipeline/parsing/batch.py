@@ -68,7 +68,6 @@ _US_PER_S = 1_000_000
 # What Arrow's ascii_trim_whitespace strips.
 _ASCII_WHITESPACE = np.isin(np.arange(256), [9, 10, 11, 12, 13, 32])
 _VIEW_INLINE = np.arange(12)
-_POWERS_OF_TEN = 10 ** np.arange(4, dtype=np.int64)
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
@@ -220,8 +219,17 @@ def _split_joined(group: dict[str, pa.Array]) -> dict[str, pa.Array | np.ndarray
             if digits is None:
                 fields[name] = pc.utf8_slice_codeunits(column, start, stop)
             else:
-                fields[name] = digits[:, start:stop] @ _POWERS_OF_TEN[stop - start - 1 :: -1]
+                fields[name] = _decimal(digits[:, start:stop])
     return fields
+
+
+def _decimal(digits: np.ndarray) -> np.ndarray:
+    """The numbers whose decimal digits are the rows of ``digits`` (int64)."""
+    number: np.ndarray = digits[:, 0].copy()
+    for column in range(1, digits.shape[1]):
+        number *= 10
+        number += digits[:, column]
+    return number
 
 
 def _digit_matrix(column: pa.Array, width: int) -> np.ndarray | None:
@@ -612,7 +620,7 @@ def _fraction_micros(column: pa.Array) -> np.ndarray:
     empty one counts as 0): the first six digits, padded with zeros."""
     milliseconds = _digit_matrix(column, 3)
     if milliseconds is not None:
-        return (milliseconds @ _POWERS_OF_TEN[2::-1]) * 1_000
+        return _decimal(milliseconds) * 1_000
     return _digits(pc.utf8_rpad(pc.utf8_slice_codeunits(column, 0, 6), width=6, padding="0"))
 
 
