@@ -169,9 +169,7 @@ def prefix_pattern(python_pattern: str) -> str | None:
 def _re2_groups(python_pattern: str) -> str:
     """``python_pattern`` with its joined groups joined, and its unread groups, its fixed-width
     opening group and its literal groups (see ``uncaptured_fields``) uncaptured."""
-    pattern = python_pattern
-    for fragment, joined, _ in _JOINED_GROUPS:
-        pattern = pattern.replace(fragment, f"(?P<{joined}>" + _uncaptured(fragment) + ")")
+    pattern = _joined(python_pattern)
     for name in _UNREAD_GROUPS:
         pattern = pattern.replace(f"(?P<{name}>", "(?:")
     leading, literals = _fields_outside(pattern)
@@ -186,10 +184,14 @@ def uncaptured_fields(python_pattern: str) -> tuple[tuple[str, int] | None, dict
     characters), and groups that match one literal word (by name). RE2 extracts with a fast
     engine (one-pass) only when a pattern has at most four groups and no ambiguity, and every
     group costs it time either way."""
-    pattern = python_pattern
+    return _fields_outside(_joined(python_pattern))
+
+
+def _joined(pattern: str) -> str:
+    """``pattern`` with each run of fixed-width groups in ``_JOINED_GROUPS`` captured as one."""
     for fragment, joined, _ in _JOINED_GROUPS:
         pattern = pattern.replace(fragment, f"(?P<{joined}>" + _uncaptured(fragment) + ")")
-    return _fields_outside(pattern)
+    return pattern
 
 
 def _fields_outside(pattern: str) -> tuple[tuple[str, int] | None, dict[str, str]]:
@@ -214,7 +216,7 @@ def _split_joined(group: dict[str, pa.Array]) -> dict[str, pa.Array | np.ndarray
         column = fields.pop(joined, None)
         if column is None:
             continue
-        digits = _digit_matrix(column, max(stop for _, stop in spans.values()))
+        digits = _digit_matrix(column, _FIXED_WIDTHS[joined])
         for name, (start, stop) in spans.items():
             if digits is None:
                 fields[name] = pc.utf8_slice_codeunits(column, start, stop)
@@ -313,8 +315,6 @@ class BatchParser:
         distinct = encoded.dictionary.to_pylist()
         known = self._templates
         new = [message for message in distinct if message not in known]
-        if not new:
-            return pc.take(pa.array([known[m] for m in distinct], pa.string()), encoded.indices)
         fresh = dict(zip(new, templates_of(new), strict=True))
         templates = [known[m] if m in known else fresh[m] for m in distinct]
         if len(known) + len(fresh) > TEMPLATE_CACHE_SIZE:
@@ -477,7 +477,8 @@ class BatchParser:
         if "millis" in group:
             frac = _digits(group["millis"]) * 1_000
         elif "frac" in group:
-            frac = _fraction_micros(group["frac"])
+            six = pc.utf8_rpad(pc.utf8_slice_codeunits(group["frac"], 0, 6), width=6, padding="0")
+            frac = _digits(six)
         else:
             frac = np.zeros(size, dtype=np.int64)
         leap = (year % 4 == 0) & ((year % 100 != 0) | (year % 400 == 0))
@@ -613,15 +614,6 @@ def _string_views(
     views[long, 2] = 0
     views[long, 3] = starts[long]
     return pa.Array.from_buffers(pa.string_view(), size, [None, pa.py_buffer(views), buffer])
-
-
-def _fraction_micros(column: pa.Array) -> np.ndarray:
-    """Microseconds of a column of fractions of a second (ASCII digits after the point; an
-    empty one counts as 0): the first six digits, padded with zeros."""
-    milliseconds = _digit_matrix(column, 3)
-    if milliseconds is not None:
-        return _decimal(milliseconds) * 1_000
-    return _digits(pc.utf8_rpad(pc.utf8_slice_codeunits(column, 0, 6), width=6, padding="0"))
 
 
 def _digits(column: pa.Array | np.ndarray) -> np.ndarray:
