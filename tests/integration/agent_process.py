@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -80,18 +81,23 @@ def read_topic(
     timeout: float = 60,
     *,
     distinct: bool = False,
+    covering: Collection[bytes] = (),
 ) -> list[tuple[int, bytes | None, bytes]]:
     """(partition, key, value) of every record, in offset order per partition.
 
-    Reads until `expected` records arrived (`distinct`: records with different values).
+    Reads until `expected` records arrived (`distinct`: records with different values) and every
+    value in `covering` is among them, or until `timeout`.
     """
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "agent-test",
                          "enable.auto.commit": False})  # fmt: skip
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
     records: list[tuple[int, bytes | None, bytes]] = []
     values: set[bytes] = set()
+    wanted = set(covering)
     deadline = time.monotonic() + timeout
-    while (len(values) if distinct else len(records)) < expected and time.monotonic() < deadline:
+    while time.monotonic() < deadline and (
+        (len(values) if distinct else len(records)) < expected or not wanted <= values
+    ):
         for message in consumer.consume(10_000, 0.5):
             if message.error() is None:
                 records.append((message.partition(), message.key(), message.value()))

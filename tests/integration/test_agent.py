@@ -225,8 +225,9 @@ def test_kill_9_at_random_moments_loses_no_acknowledged_event(
         thread.join()
     agent.start()
     try:
-        counts = Counter(v for _, _, v in read_topic(broker.bootstrap, "crash", 2,
-                                                     len(acknowledged), timeout=90))  # fmt: skip
+        records = read_topic(broker.bootstrap, "crash", 2, len(acknowledged), timeout=90,
+                             covering=acknowledged)  # fmt: skip
+        counts = Counter(v for _, _, v in records)
     finally:
         agent.stop()
     missing = [v for v in acknowledged if counts[v] == 0]
