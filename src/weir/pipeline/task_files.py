@@ -69,6 +69,10 @@ ROWS_PER_FLUSH = 500_000  # parsed rows a task buffers before it writes them out
 # mostly differ, so encoding them only costs time.
 _DICTIONARY_COLUMNS = ["level", "component", "pid", "template", "topic", "partition", "source",
                        "reason", "detail"]  # fmt: skip
+# Columns whose min and max let a reader skip row groups; those of messages and raw lines would
+# only cost time.
+_STATISTICS_COLUMNS = ["timestamp", "level", "component", "pid", "topic", "partition", "offset",
+                       "source", "reason"]  # fmt: skip
 _WRITE_BUFFER_BYTES = 64 << 10  # per open file (MAX_OPEN_FILES of them at most)
 MIN_RUN_ROWS = 32  # mean rows per run of one directory from which runs are sliced unsorted
 MAX_OPEN_FILES = 1_000  # a task's files open at once, beyond which a flush closes them
@@ -274,7 +278,11 @@ class TaskFiles:
             relative = f"{directory}/{self.name}-{self._flushes:04d}.parquet"
             sink = _output_file(self.staging / relative)
             writer = pq.ParquetWriter(
-                sink, table.schema, compression="snappy", use_dictionary=_DICTIONARY_COLUMNS
+                sink,
+                table.schema,
+                compression="snappy",
+                use_dictionary=_DICTIONARY_COLUMNS,
+                write_statistics=_STATISTICS_COLUMNS,
             )
             self._open[directory] = opened = (writer, sink)
             self._written.append(relative)
