@@ -26,6 +26,7 @@ import pyarrow as pa  # type: ignore[import-untyped]
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType
 
+from weir.pipeline.manifest import MANIFEST
 from weir.pipeline.offsets import OffsetOptionError
 from weir.pipeline.options import SourceOptions
 from weir.pipeline.planning import read_partition
@@ -43,8 +44,6 @@ class LogFilesDataSource(DataSource):
         return FORMAT
 
     def schema(self) -> StructType:
-        from weir.pipeline.task_files import MANIFEST
-
         return MANIFEST
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:

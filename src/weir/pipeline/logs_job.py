@@ -36,18 +36,14 @@ from pyspark.sql.streaming.query import StreamingQuery
 from weir.pipeline.kafka_io import MessagePublisher, ensure_topic
 from weir.pipeline.log_files import FORMAT as LOG_FILES_FORMAT
 from weir.pipeline.log_files import SPOOL_OPTION, LogFilesDataSource
+from weir.pipeline.manifest import FILE
 from weir.pipeline.metrics import (
     QUARANTINE_SCHEMA,
     BatchCounts,
     write_parquet,
 )
 from weir.pipeline.parsing.batch import BatchParser
-from weir.pipeline.task_files import (
-    FILE,
-    PARSE_ROWS,
-    line_counts,
-    parse_records,
-)
+from weir.pipeline.task_files import PARSE_ROWS, line_counts, parse_records
 from weir.pipeline.warehouse import DATA_SUFFIX, STAGING_DIR, BatchCommits
 
 METRICS_FILE = "part-00000-metrics.snappy.parquet"

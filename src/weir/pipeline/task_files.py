@@ -27,37 +27,14 @@ import pyarrow as pa  # type: ignore[import-untyped]
 import pyarrow.compute as pc  # type: ignore[import-untyped]
 import pyarrow.parquet as pq  # type: ignore[import-untyped]
 from pyspark import TaskContext
-from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
+from weir.pipeline.manifest import COUNT, FILE, MANIFEST_ARROW
 from weir.pipeline.metrics import LineCount
 from weir.pipeline.parsing.batch import PARSED_SCHEMA, BatchParser
 
 LOGS_COLUMNS = ("timestamp", "level", "component", "pid", "message", "template",
                 "topic", "partition", "offset")  # fmt: skip
 QUARANTINE_COLUMNS = ("source", "line", "reason", "detail", "topic", "partition", "offset")
-FILE, COUNT = "file", "count"
-MANIFEST = StructType(
-    [
-        StructField("kind", StringType()),
-        StructField("path", StringType()),
-        StructField("parsed", IntegerType()),
-        StructField("source", StringType()),
-        StructField("minute", LongType()),
-        StructField("level", StringType()),
-        StructField("lines", LongType()),
-    ]
-)
-MANIFEST_ARROW = pa.schema(
-    [
-        ("kind", pa.string()),
-        ("path", pa.string()),
-        ("parsed", pa.int32()),
-        ("source", pa.string()),
-        ("minute", pa.int64()),
-        ("level", pa.string()),
-        ("lines", pa.int64()),
-    ]
-)
 RECORD_COLUMNS = ("topic", "partition", "offset")
 RAW_COLUMNS = ("key", "value", *RECORD_COLUMNS)
 PARSED_ARROW = pa.schema(
@@ -265,7 +242,7 @@ class TaskFiles:
             self._parse()
         for (source, day, hour), tables in self._logs.items():
             directory = f"logs/source={source}/date={day}/hour={hour}"
-            self._write(directory, pa.concat_tables(tables))
+            self._write(directory, pa.concat_tables(tables).combine_chunks())
         if self._quarantine:
             self._write("quarantine", pa.concat_tables(self._quarantine))
         self._logs, self._quarantine, self._buffered = {}, [], 0

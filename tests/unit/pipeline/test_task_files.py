@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import gzip
+import subprocess
+import sys
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -139,3 +141,17 @@ def test_counts_are_lines_per_outcome_source_minute_and_level(tmp_path: Path) ->
     assert files._counts == dict(expected)
     assert sum(expected.values()) == len(records)
     assert any(key[0] == 0 and key[2] is None for key in expected)
+
+
+def test_planning_the_stream_does_not_import_the_parser() -> None:
+    """The processes Spark starts to plan micro-batches create the source and ask its schema;
+    the parser and the Parquet writing are for the tasks alone."""
+    probe = (
+        "import sys\n"
+        "from weir.pipeline.log_files import LogFilesDataSource\n"
+        "assert LogFilesDataSource({}).schema().fieldNames()[0] == 'kind'\n"
+        "loaded = [m for m in ('weir.pipeline.task_files', 'weir.pipeline.parsing.batch', "
+        "'pandas') if m in sys.modules]\n"
+        "assert not loaded, loaded\n"
+    )
+    subprocess.run([sys.executable, "-c", probe], check=True)
