@@ -7,9 +7,10 @@ equals ``parse_rows`` — LineParser applied line by line — for every input; i
 
 Lines of a plain-text format run through Arrow compute kernels: each format's regex (translated
 to RE2, which ``pyarrow.compute.extract_regex`` runs in C++; for formats ending in loghub's
-``<component>: <message>`` only the part before the component, see ``prefix_pattern``) splits the
-lines of that format into fields, and timestamps, levels, components and pids are computed
-column-wise. The event template
+``<component>: <message>`` only the part before the component, see ``prefix_pattern``; headers
+ending in a syslog tag or Zookeeper's origin are read as a prefix and a tail, see
+``split_patterns``) splits the lines of that format into fields, and timestamps, levels,
+components and pids are computed column-wise. The event template
 is still ``template_of``, once per distinct message of a batch and not again for a message the
 parser templated before (see ``BatchParser.templates``): its regex needs look-behind and
 look-ahead, which RE2 lacks. A line takes this path when its format is known from its key (or,
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
 import numpy as np
@@ -35,7 +37,14 @@ from weir.pipeline.parsing.levels import normalise_level
 from weir.pipeline.parsing.model import ParsedLine
 from weir.pipeline.parsing.parser import DETECTION_ORDER, LineParser, canonical_source
 from weir.pipeline.parsing.template import templates_of
-from weir.pipeline.parsing.text_formats import COMPONENT_MESSAGE, MONTHS, PATTERNS
+from weir.pipeline.parsing.text_formats import (
+    COMPONENT_MESSAGE,
+    MESSAGE,
+    MONTHS,
+    PATTERNS,
+    SYSLOG_TAG,
+    ZOOKEEPER_ORIGIN,
+)
 
 PARSED_SCHEMA = pa.schema(
     [
@@ -58,7 +67,7 @@ QUARANTINE_FIELDS = ("source", "line", "reason", "detail")
 # Lines with bytes outside printable ASCII other than tab, LF and CR take the per-line path.
 _CONTROL_ALLOWED = np.isin(np.arange(256), [9, 10, 13])
 _SCAN_BLOCK = 1 << 18
-MESSAGE_TAIL = r"(?:\s+(?P<message>.*))?\Z"
+MESSAGE_TAIL = MESSAGE
 HEADER = "header"
 _MONTH_NAMES = pa.array(list(MONTHS), pa.string())
 _DAYS_IN_MONTH = np.array([31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31], dtype=np.int64)
@@ -166,6 +175,45 @@ def prefix_pattern(python_pattern: str) -> str | None:
     return r"(?s)\A(?P<" + PREFIX + ">" + head + ")"
 
 
+@dataclass(frozen=True)
+class HeaderTail:
+    """How the end of a header is read after its prefix: it starts at the prefix's end or, where
+    ``start`` (RE2) matches in the rest of the line, ``skip`` bytes after that match's start;
+    from there ``pattern`` (RE2 that it reads in one pass) gives the tail and its fields."""
+
+    start: str | None
+    skip: int
+    pattern: str
+
+
+# Ends of headers that make a whole pattern ambiguous for RE2 (a lazy part before a component),
+# which then extracts with a slower engine; read after their prefix instead, they give the same
+# fields as the whole pattern:
+# - a syslog tag's component holds no "[", "]" or ":" and one of them follows it, so it runs to
+#   the first of them whether it is read lazily or greedily;
+# - Zookeeper's optional, lazy thread ends at the first colon followed by a component (no ":",
+#   "@" or "]") and "@<line>] -", which is where a search for such a colon finds it; with no such
+#   colon there is no thread, and the component opens the brackets.
+_TAILS = {
+    SYSLOG_TAG: HeaderTail(None, 0, r"(?P<component>[^\[\]:]*)(?:\[(?P<pid>\d+)\])?:"),
+    ZOOKEEPER_ORIGIN: HeaderTail(
+        r":[^:@\]]*@\d+\]\s+-(?:\s|\z)", 1, r"(?P<component>[^:@\]]*)@\d+\]\s+-"
+    ),
+}
+
+
+def split_patterns(python_pattern: str) -> tuple[str, str, HeaderTail] | None:
+    """For a text format whose header ends in one of ``_TAILS``, RE2 patterns of the header's
+    prefix (also capturing the whole prefix, as ``PREFIX``) and of its tail (also capturing the
+    whole tail, as ``TAIL``), and where the tail starts; None for other formats."""
+    for fragment, tail in _TAILS.items():
+        if python_pattern.endswith(fragment + MESSAGE):
+            head = _re2_groups(python_pattern[: -len(fragment + MESSAGE)])
+            prefix = r"(?s)\A(?P<" + PREFIX + ">" + head + ")"
+            return prefix, r"(?s)\A(?P<" + TAIL + ">" + tail.pattern + r")(?:\s|\z)", tail
+    return None
+
+
 def _re2_groups(python_pattern: str) -> str:
     """``python_pattern`` with its joined groups joined, and its unread groups, its fixed-width
     opening group and its literal groups (see ``uncaptured_fields``) uncaptured."""
@@ -253,12 +301,17 @@ def _digit_matrix(column: pa.Array, width: int) -> np.ndarray | None:
 
 
 RE2_PATTERNS = {name: re2_pattern(pattern) for name, pattern in PATTERNS.items()}
-PREFIX = "prefix"
+PREFIX, TAIL = "prefix", "tail"
 COMPONENT_COLON = r":(?:\s|\z)"
 PREFIX_PATTERNS = {
     name: prefix
     for name, pattern in PATTERNS.items()
     if (prefix := prefix_pattern(pattern)) is not None
+}
+SPLIT_PATTERNS = {
+    name: split
+    for name, pattern in PATTERNS.items()
+    if (split := split_patterns(pattern)) is not None
 }
 UNCAPTURED_FIELDS = {name: uncaptured_fields(pattern) for name, pattern in PATTERNS.items()}
 _TEXT_NAMES = tuple(PATTERNS)
@@ -413,6 +466,8 @@ class BatchParser:
         """The lines of ``name``'s format that parse cleanly, with their row numbers."""
         if name in PREFIX_PATTERNS:
             matched, group, header_bytes = _prefix_fields(PREFIX_PATTERNS[name], lines)
+        elif name in SPLIT_PATTERNS:
+            matched, group, header_bytes = _split_fields(*SPLIT_PATTERNS[name], lines)
         else:
             matched, group, header_bytes = _header_fields(RE2_PATTERNS[name], lines)
         leading, literals = UNCAPTURED_FIELDS[name]
@@ -529,6 +584,36 @@ def _prefix_fields(
     colon = np.maximum(colon, 0).astype(np.int64)
     group["component"] = _string_views(data_buffer, data, starts, colon).cast(pa.string())
     return (None if matched.all() else matched), group, prefix_end + colon + 1
+
+
+def _split_fields(
+    prefix: str, tail_pattern: str, tail: HeaderTail, lines: pa.Array
+) -> tuple[np.ndarray | None, dict[str, pa.Array], np.ndarray]:
+    """``_header_fields`` for a header read as a prefix and a tail (see ``split_patterns``)."""
+    size = len(lines)
+    fields = pc.extract_regex(lines, prefix)
+    group = {f.name: fields.field(f.name) for f in fields.type}
+    prefix_end = pc.fill_null(pc.binary_length(group.pop(PREFIX)), 0)
+    prefix_end = prefix_end.to_numpy(zero_copy_only=False).astype(np.int64)
+    _, offsets_buffer, data_buffer = lines.buffers()
+    if data_buffer is None:  # every line is empty: none matched
+        return np.zeros(size, dtype=bool), group, prefix_end
+    offsets = np.frombuffer(offsets_buffer, dtype=np.int32, count=size + 1, offset=lines.offset * 4)
+    data = np.frombuffer(data_buffer, dtype=np.uint8)
+    line_starts, line_ends = offsets[:-1].astype(np.int64), offsets[1:].astype(np.int64)
+    starts = line_starts + prefix_end
+    if tail.start is not None:
+        rest = _string_views(data_buffer, data, starts, line_ends - starts).cast(pa.string())
+        found = pc.find_substring_regex(rest, tail.start).to_numpy(zero_copy_only=False)
+        starts += np.where(found >= 0, found + tail.skip, 0)
+    rest = _string_views(data_buffer, data, starts, line_ends - starts).cast(pa.string())
+    tail_fields = pc.extract_regex(rest, tail_pattern)
+    group |= {f.name: tail_fields.field(f.name) for f in tail_fields.type}
+    tail_bytes = pc.fill_null(pc.binary_length(group.pop(TAIL)), 0)
+    tail_bytes = tail_bytes.to_numpy(zero_copy_only=False).astype(np.int64)
+    matched = fields.is_valid().to_numpy(zero_copy_only=False)
+    matched &= tail_fields.is_valid().to_numpy(zero_copy_only=False)
+    return (None if matched.all() else matched), group, starts - line_starts + tail_bytes
 
 
 def _usual(values: pa.Array) -> pa.Array | None:

@@ -33,7 +33,13 @@ _SYSLOG_DATE = r"(?P<mname>[A-Z][a-z]{2})\s+(?P<day>\d{1,2})"
 # loghub's "<Component>: <Content>": the component runs to the first colon followed by
 # whitespace or the end of the line.
 COMPONENT_MESSAGE = r"(?P<component>.*?)\s*:(?:\s+(?P<message>.*))?\Z"
-_SYSLOG_TAG = r"(?P<component>[^\[\]:]*?)(?:\[(?P<pid>\d+)\])?:(?:\s+(?P<message>.*))?\Z"
+# The message after a header: whitespace, then the rest of the line.
+MESSAGE = r"(?:\s+(?P<message>.*))?\Z"
+# A BSD syslog tag: "<component>[<pid>]:" or "<component>:".
+SYSLOG_TAG = r"(?P<component>[^\[\]:]*?)(?:\[(?P<pid>\d+)\])?:"
+# Inside Zookeeper's brackets: "<thread>:<component>@<line>] -", the thread optional and holding
+# anything (colons too).
+ZOOKEEPER_ORIGIN = r"(?:(?P<thread>.*?):)?(?P<component>[^:@\]]*)@(?P<lineno>\d+)\]\s+-"
 _FLAGS = re.ASCII | re.DOTALL
 
 PATTERNS = {
@@ -49,8 +55,7 @@ PATTERNS = {
     # 2015-07-29 17:41:44,747 - INFO  [QuorumPeer[myid=1]/0:0:...:2181:FastLeaderElection@774] - msg
     "zookeeper": (
         _ISO_DATE + r" " + _HMS + r",(?P<frac>\d{3})\s+-\s+(?P<level>[A-Z]+)\s+"
-        r"\[(?:(?P<thread>.*?):)?(?P<component>[^:@\]]*)@(?P<lineno>\d+)\]"
-        r"\s+-(?:\s+(?P<message>.*))?\Z"
+        r"\[" + ZOOKEEPER_ORIGIN + MESSAGE
     ),
     # 2015-10-18 18:01:47,978 INFO [main] org.apache.hadoop...MRAppMaster: msg
     "hadoop": (
@@ -80,7 +85,7 @@ PATTERNS = {
         r"(?:\s+(?P<message>.*))?\Z"
     ),
     # Jun 14 15:16:01 combo sshd(pam_unix)[19939]: msg   (BSD syslog, RFC 3164)
-    "linux": _SYSLOG_DATE + r"\s+" + _HMS + r"\s+(?P<host>\S+)\s+" + _SYSLOG_TAG,
+    "linux": _SYSLOG_DATE + r"\s+" + _HMS + r"\s+(?P<host>\S+)\s+" + SYSLOG_TAG + MESSAGE,
 }
 
 
