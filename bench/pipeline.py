@@ -13,9 +13,10 @@ lines (the Loghub samples shipped in weir.cli.demo_data, cycled, each keyed by i
   --trigger-records (maxRecordsPerTrigger: records per micro-batch); timed from the start of the
   query to its end (the session's startup is reported apart), and in steady state: the records
   of the micro-batches after the first over their durations (Spark's progress reports), the
-  first one carrying the JVM's and the Python workers' warm-up. Each micro-batch also costs a
-  fixed time (Spark's planning and commit between batches, each task's first fetch, files
-  opened per directory, the two tasks finishing apart), so larger micro-batches run faster;
+  first one carrying the JVM's and the Python workers' warm-up. Each run is a new Python
+  process with its own JVM. Each micro-batch also costs a fixed time (Spark's planning and
+  commit between batches, each task's first fetch, files opened per directory, the two tasks
+  finishing apart), so larger micro-batches run faster;
 - parse only: `weir.pipeline.logs_job.parse_batches` over the same lines in Arrow batches of
   the size the job hands its parser, in this process, for reference; and again over the sample
   lines once each (``parse_only_samples_once``), where no line repeats except as the samples
@@ -28,11 +29,13 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import multiprocessing
 import os
 import platform
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -116,6 +119,13 @@ def raw_consume(bootstrap: str, expected: int, partitions: int) -> dict[str, Any
     seconds = time.perf_counter() - first
     consumer.close()
     return {"records": seen, "seconds": round(seconds, 3), "records_per_s": round(seen / seconds)}
+
+
+def in_new_process(function: Callable[..., dict[str, Any]], *args: Any) -> dict[str, Any]:
+    """``function(*args)`` in a new Python process: each ETL run starts its own JVM and Python
+    workers, as a job does, instead of inheriting those that an earlier run warmed up."""
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        return pool.apply(function, args)
 
 
 def etl(bootstrap: str, scratch: Path, run: str, trigger_records: int) -> dict[str, Any]:
@@ -249,7 +259,7 @@ def main() -> int:
             ]
             etls = {
                 trigger: [
-                    etl(bootstrap, Path(scratch), f"{trigger}-{n}", trigger)
+                    in_new_process(etl, bootstrap, Path(scratch), f"{trigger}-{n}", trigger)
                     for n in range(args.etl_repeat)
                 ]
                 for trigger in args.trigger_records
