@@ -7,7 +7,8 @@ lines (the Loghub samples shipped in weir.cli.demo_data, cycled, each keyed by i
 --partitions topic. Then:
 - raw consume: one confluent-kafka consumer assigned to every partition from offset 0, a bare
   `consume(10000)` loop that counts (fetch.queue.backoff.ms=1 and the fetch sizes of the ETL's
-  readers), timed from the first record to the last; the median of --repeat runs;
+  readers), timed from the first record to the last, each run in a new process; the median of
+  --repeat runs;
 - ETL: the job's query with `--once` semantics (an available-now trigger) on a local[2]
   session configured as `weir pipeline logs` configures it, into a fresh warehouse, once for each
   --trigger-records (maxRecordsPerTrigger: records per micro-batch); timed from the start of the
@@ -123,7 +124,10 @@ def raw_consume(bootstrap: str, expected: int, partitions: int) -> dict[str, Any
 
 def in_new_process(function: Callable[..., dict[str, Any]], *args: Any) -> dict[str, Any]:
     """``function(*args)`` in a new Python process: each ETL run starts its own JVM and Python
-    workers, as a job does, instead of inheriting those that an earlier run warmed up."""
+    workers, as a job does, instead of inheriting those that an earlier run warmed up; and the
+    raw consumer runs beside nothing else, as Python's garbage collector would otherwise walk
+    every object this process holds (its collections slowed a raw consume in a process that had
+    imported pandas by about a fifth)."""
     with multiprocessing.get_context("spawn").Pool(1) as pool:
         return pool.apply(function, args)
 
@@ -255,7 +259,8 @@ def main() -> int:
             # process (the raw consumer, then the ETL's driver) walk them.
             del records
             raw = [
-                raw_consume(bootstrap, args.records, args.partitions) for _ in range(args.repeat)
+                in_new_process(raw_consume, bootstrap, args.records, args.partitions)
+                for _ in range(args.repeat)
             ]
             etls = {
                 trigger: [
