@@ -67,7 +67,6 @@ QUARANTINE_FIELDS = ("source", "line", "reason", "detail")
 # Lines with bytes outside printable ASCII other than tab, LF and CR take the per-line path.
 _CONTROL_ALLOWED = np.isin(np.arange(256), [9, 10, 13])
 _SCAN_BLOCK = 1 << 18
-MESSAGE_TAIL = MESSAGE
 HEADER = "header"
 _MONTH_NAMES = pa.array(list(MONTHS), pa.string())
 _DAYS_IN_MONTH = np.array([31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31], dtype=np.int64)
@@ -142,15 +141,15 @@ def re2_pattern(python_pattern: str) -> str:
 
     The Python patterns use ``re.match`` (anchored at the start), ``\\Z``, ``re.DOTALL`` and
     ``re.ASCII``; RE2 spells the end anchor ``\\z`` and its classes are ASCII already. A pattern
-    ending in ``MESSAGE_TAIL`` (optional whitespace and the message up to the end) becomes its
+    ending in ``MESSAGE`` (optional whitespace and the message up to the end) becomes its
     header, captured as ``header``, followed by whitespace or the end: the same lines match with
     the same groups, and the message is the rest of the line after the header, stripped. Cutting
     it off is cheaper than having RE2 track a group across the whole line. Fixed-width digit
     groups in a row become one group (see ``_JOINED_GROUPS``).
     """
     pattern = _re2_groups(python_pattern)
-    if pattern.endswith(MESSAGE_TAIL):
-        head = pattern[: -len(MESSAGE_TAIL)]
+    if pattern.endswith(MESSAGE):
+        head = pattern[: -len(MESSAGE)]
         return r"(?s)\A(?P<" + HEADER + ">" + head + r")(?:\s|\z)"
     return r"(?s)\A(?:" + pattern.replace(r"\Z", r"\z") + ")"
 
@@ -551,15 +550,11 @@ class BatchParser:
 def _header_fields(
     pattern: str, lines: pa.Array
 ) -> tuple[np.ndarray | None, dict[str, pa.Array], np.ndarray]:
-    """The fields of ``pattern`` (the ``re2_pattern`` of a pattern ending in ``MESSAGE_TAIL``,
+    """The fields of ``pattern`` (the ``re2_pattern`` of a pattern ending in ``MESSAGE``,
     as every text format's does) in each line and where each line's header ends (bytes); and
     which lines match (None: all)."""
-    fields = pc.extract_regex(lines, pattern)
-    group = {f.name: fields.field(f.name) for f in fields.type}
-    header_bytes = pc.fill_null(pc.binary_length(group.pop(HEADER)), 0)
-    header_bytes = header_bytes.to_numpy(zero_copy_only=False).astype(np.int64)
-    matched = fields.is_valid().to_numpy(zero_copy_only=False) if fields.null_count else None
-    return matched, group, header_bytes
+    matched, group, header_bytes = _extract(lines, pattern, HEADER)
+    return (None if matched.all() else matched), group, header_bytes
 
 
 def _prefix_fields(
@@ -567,22 +562,16 @@ def _prefix_fields(
 ) -> tuple[np.ndarray | None, dict[str, pa.Array], np.ndarray]:
     """``_header_fields`` for a ``prefix_pattern``: the prefix's fields and the component up
     to the first ``COMPONENT_COLON`` after the prefix, the header ending with that colon."""
-    size = len(lines)
-    fields = pc.extract_regex(lines, pattern)
-    group = {f.name: fields.field(f.name) for f in fields.type}
-    prefix_end = pc.fill_null(pc.binary_length(group.pop(PREFIX)), 0)
-    prefix_end = prefix_end.to_numpy(zero_copy_only=False).astype(np.int64)
-    _, offsets_buffer, data_buffer = lines.buffers()
-    if data_buffer is None:  # every line is empty: none matched
-        return np.zeros(size, dtype=bool), group, prefix_end
-    offsets = np.frombuffer(offsets_buffer, dtype=np.int32, count=size + 1, offset=lines.offset * 4)
-    data = np.frombuffer(data_buffer, dtype=np.uint8)
-    starts = offsets[:-1].astype(np.int64) + prefix_end
-    rest = _string_views(data_buffer, data, starts, offsets[1:] - starts).cast(pa.string())
-    colon = pc.find_substring_regex(rest, COMPONENT_COLON).to_numpy(zero_copy_only=False)
-    matched = fields.is_valid().to_numpy(zero_copy_only=False) & (colon >= 0)
+    matched, group, prefix_end = _extract(lines, pattern, PREFIX)
+    line_bytes = _LineBytes.of(lines)
+    if line_bytes is None:  # every line is empty: none matched
+        return np.zeros(len(lines), dtype=bool), group, prefix_end
+    starts = line_bytes.starts + prefix_end
+    colon = pc.find_substring_regex(line_bytes.rest(starts), COMPONENT_COLON)
+    colon = colon.to_numpy(zero_copy_only=False)
+    matched &= colon >= 0
     colon = np.maximum(colon, 0).astype(np.int64)
-    group["component"] = _string_views(data_buffer, data, starts, colon).cast(pa.string())
+    group["component"] = line_bytes.views(starts, colon)
     return (None if matched.all() else matched), group, prefix_end + colon + 1
 
 
@@ -590,30 +579,63 @@ def _split_fields(
     prefix: str, tail_pattern: str, tail: HeaderTail, lines: pa.Array
 ) -> tuple[np.ndarray | None, dict[str, pa.Array], np.ndarray]:
     """``_header_fields`` for a header read as a prefix and a tail (see ``split_patterns``)."""
-    size = len(lines)
-    fields = pc.extract_regex(lines, prefix)
-    group = {f.name: fields.field(f.name) for f in fields.type}
-    prefix_end = pc.fill_null(pc.binary_length(group.pop(PREFIX)), 0)
-    prefix_end = prefix_end.to_numpy(zero_copy_only=False).astype(np.int64)
-    _, offsets_buffer, data_buffer = lines.buffers()
-    if data_buffer is None:  # every line is empty: none matched
-        return np.zeros(size, dtype=bool), group, prefix_end
-    offsets = np.frombuffer(offsets_buffer, dtype=np.int32, count=size + 1, offset=lines.offset * 4)
-    data = np.frombuffer(data_buffer, dtype=np.uint8)
-    line_starts, line_ends = offsets[:-1].astype(np.int64), offsets[1:].astype(np.int64)
-    starts = line_starts + prefix_end
+    matched, group, prefix_end = _extract(lines, prefix, PREFIX)
+    line_bytes = _LineBytes.of(lines)
+    if line_bytes is None:  # every line is empty: none matched
+        return np.zeros(len(lines), dtype=bool), group, prefix_end
+    starts = line_bytes.starts + prefix_end
     if tail.start is not None:
-        rest = _string_views(data_buffer, data, starts, line_ends - starts).cast(pa.string())
-        found = pc.find_substring_regex(rest, tail.start).to_numpy(zero_copy_only=False)
+        found = pc.find_substring_regex(line_bytes.rest(starts), tail.start)
+        found = found.to_numpy(zero_copy_only=False)
         starts += np.where(found >= 0, found + tail.skip, 0)
-    rest = _string_views(data_buffer, data, starts, line_ends - starts).cast(pa.string())
-    tail_fields = pc.extract_regex(rest, tail_pattern)
-    group |= {f.name: tail_fields.field(f.name) for f in tail_fields.type}
-    tail_bytes = pc.fill_null(pc.binary_length(group.pop(TAIL)), 0)
-    tail_bytes = tail_bytes.to_numpy(zero_copy_only=False).astype(np.int64)
-    matched = fields.is_valid().to_numpy(zero_copy_only=False)
-    matched &= tail_fields.is_valid().to_numpy(zero_copy_only=False)
-    return (None if matched.all() else matched), group, starts - line_starts + tail_bytes
+    tail_matched, tail_group, tail_bytes = _extract(line_bytes.rest(starts), tail_pattern, TAIL)
+    group |= tail_group
+    matched &= tail_matched
+    return (None if matched.all() else matched), group, starts - line_bytes.starts + tail_bytes
+
+
+def _extract(
+    values: pa.Array, pattern: str, whole: str
+) -> tuple[np.ndarray, dict[str, pa.Array], np.ndarray]:
+    """Which values match ``pattern``, its groups other than ``whole``, and how many bytes
+    ``whole`` spans in each value (0 where it does not match)."""
+    fields = pc.extract_regex(values, pattern)
+    group = {f.name: fields.field(f.name) for f in fields.type}
+    length = pc.fill_null(pc.binary_length(group.pop(whole)), 0)
+    return (
+        fields.is_valid().to_numpy(zero_copy_only=False),
+        group,
+        length.to_numpy(zero_copy_only=False).astype(np.int64),
+    )
+
+
+@dataclass(frozen=True)
+class _LineBytes:
+    """The bytes of a string array's lines, for views of parts of them."""
+
+    buffer: pa.Buffer
+    data: np.ndarray
+    starts: np.ndarray  # where each line starts in ``data`` (int64)
+    ends: np.ndarray
+
+    @classmethod
+    def of(cls, lines: pa.Array) -> _LineBytes | None:
+        """None when the lines hold no bytes at all."""
+        _, offsets_buffer, data_buffer = lines.buffers()
+        if data_buffer is None:
+            return None
+        offsets = np.frombuffer(
+            offsets_buffer, dtype=np.int32, count=len(lines) + 1, offset=lines.offset * 4
+        ).astype(np.int64)
+        data = np.frombuffer(data_buffer, dtype=np.uint8)
+        return cls(data_buffer, data, offsets[:-1], offsets[1:])
+
+    def views(self, starts: np.ndarray, lengths: np.ndarray) -> pa.Array:
+        return _string_views(self.buffer, self.data, starts, lengths).cast(pa.string())
+
+    def rest(self, starts: np.ndarray) -> pa.Array:
+        """Each line from ``starts`` to its end."""
+        return self.views(starts, self.ends - starts)
 
 
 def _usual(values: pa.Array) -> pa.Array | None:
