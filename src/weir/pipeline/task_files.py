@@ -242,6 +242,8 @@ class TaskFiles:
             self._parse()
         for (source, day, hour), tables in self._logs.items():
             directory = f"logs/source={source}/date={day}/hour={hour}"
+            # One chunk per column: the Parquet writer otherwise walks each of the many small
+            # slices a directory collects (one per run of its rows) apart.
             self._write(directory, pa.concat_tables(tables).combine_chunks())
         if self._quarantine:
             self._write("quarantine", pa.concat_tables(self._quarantine))
