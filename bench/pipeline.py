@@ -11,13 +11,14 @@ lines (the Loghub samples shipped in weir.cli.demo_data, cycled, each keyed by i
   --repeat runs;
 - ETL: the job's query with `--once` semantics (an available-now trigger) on a local[2]
   session configured as `weir pipeline logs` configures it, into a fresh warehouse, once for each
-  --trigger-records (maxRecordsPerTrigger: records per micro-batch); timed from the start of the
-  query to its end (the session's startup is reported apart), and in steady state: the records
-  of the micro-batches after the first over their durations (Spark's progress reports), the
-  first one carrying the JVM's and the Python workers' warm-up. Each run is a new Python
-  process with its own JVM. Each micro-batch also costs a fixed time (Spark's planning and
-  commit between batches, each task's first fetch, files opened per directory, the two tasks
-  finishing apart), so larger micro-batches run faster;
+  --trigger-records: ``all``, the job's default (no maxRecordsPerTrigger: one micro-batch takes
+  everything there), or a number of records per micro-batch; timed from the start of the query
+  to its end (the session's startup is reported apart), and, with several micro-batches, in
+  steady state: the records of the micro-batches after the first over their durations (Spark's
+  progress reports), the first one carrying the JVM's and the Python workers' warm-up. Each run
+  is a new Python process with its own JVM. Each micro-batch also costs a fixed time (Spark's
+  planning and commit between batches, each task's first fetch, files opened per directory, the
+  two tasks finishing apart), so larger micro-batches run faster;
 - parse only: `weir.pipeline.logs_job.parse_batches` over the same lines in Arrow batches of
   the size the job hands its parser, in this process, for reference; and again over the sample
   lines once each (``parse_only_samples_once``), where no line repeats except as the samples
@@ -63,6 +64,7 @@ from weir.pipeline.warehouse import BatchCommits
 TOPIC = "bench-loglines"
 TARGET_ROWS_PER_S = 250_000
 TARGET_VS_RAW = 0.5
+ALL = "all"
 DEMO_DATA = Path(__file__).resolve().parents[1] / "src" / "weir" / "cli" / "demo_data"
 TIMEOUT_S = 600
 SPARK_CONFIG = {**JOB_SPARK_CONFIG, "spark.driver.memory": "1g"}
@@ -132,10 +134,10 @@ def in_new_process(function: Callable[..., dict[str, Any]], *args: Any) -> dict[
         return pool.apply(function, args)
 
 
-def etl(bootstrap: str, scratch: Path, run: str, trigger_records: int) -> dict[str, Any]:
-    """One run of the job's query (available-now, ``trigger_records`` per micro-batch) on a new
-    session: the whole run's rate, and the steady rate of the micro-batches after the first
-    (whose time includes the JVM's and the Python workers' warm-up)."""
+def etl(bootstrap: str, scratch: Path, run: str, trigger_records: int | None) -> dict[str, Any]:
+    """One run of the job's query (available-now, ``trigger_records`` per micro-batch, or all in
+    one) on a new session: the whole run's rate, and the steady rate of the micro-batches after
+    the first (whose time includes the JVM's and the Python workers' warm-up)."""
     started = time.perf_counter()
     spark = weir_session(master="local[2]", app_name="weir bench pipeline", config=SPARK_CONFIG)
     spark.sparkContext.setLogLevel("ERROR")
@@ -186,7 +188,7 @@ def etl(bootstrap: str, scratch: Path, run: str, trigger_records: int) -> dict[s
     }
 
 
-def etl_summary(trigger: int, runs: list[dict[str, Any]], raw_rate: float) -> dict[str, Any]:
+def etl_summary(trigger: int | None, runs: list[dict[str, Any]], raw_rate: float) -> dict[str, Any]:
     """The runs at one micro-batch size, their medians, and how they compare with the targets."""
     rate = statistics.median(r["rows_per_s"] for r in runs)
     steady = [r["steady_rows_per_s"] for r in runs if r["steady_rows_per_s"] is not None]
@@ -226,6 +228,16 @@ def parse_only(records: list[tuple[bytes, bytes]]) -> dict[str, Any]:
     return {"records": rows, "seconds": round(seconds, 3), "rows_per_s": round(rows / seconds)}
 
 
+def trigger_size(text: str) -> int | None:
+    """A --trigger-records value: ``all`` (no cap) or a positive number of records."""
+    if text == ALL:
+        return None
+    records = int(text)
+    if records <= 0:
+        raise argparse.ArgumentTypeError(f"{text}: not a positive number of records")
+    return records
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument(
@@ -236,10 +248,11 @@ def main() -> int:
     )
     parser.add_argument(
         "--trigger-records",
-        type=int,
+        type=trigger_size,
         nargs="+",
-        default=[1_000_000, 2_000_000],
-        help="maxRecordsPerTrigger of the ETL, one set of runs per value",
+        default=[None, 1_000_000, 2_000_000],
+        help=f"maxRecordsPerTrigger of the ETL, one set of runs per value; {ALL!r}: no cap, "
+        "as `weir pipeline logs` runs by default (default: all 1000000 2000000)",
     )
     parser.add_argument("--partitions", type=int, default=2)
     parser.add_argument("--repeat", type=int, default=3, help="raw consume runs")
@@ -264,7 +277,7 @@ def main() -> int:
             ]
             etls = {
                 trigger: [
-                    in_new_process(etl, bootstrap, Path(scratch), f"{trigger}-{n}", trigger)
+                    in_new_process(etl, bootstrap, Path(scratch), f"{trigger or ALL}-{n}", trigger)
                     for n in range(args.etl_repeat)
                 ]
                 for trigger in args.trigger_records
@@ -290,7 +303,8 @@ def main() -> int:
             ),
             "etl": (
                 "weir pipeline logs --once on local[2] (available-now), once per "
-                "maxRecordsPerTrigger; steady: the micro-batches after the first"
+                "maxRecordsPerTrigger (null: no cap, the job's default); steady: the "
+                "micro-batches after the first"
             ),
             "spark": SPARK_CONFIG,
             "parse_records": args.parse_records,
