@@ -13,6 +13,7 @@ Imported, `ConsumerProcess` starts such a child and follows its reports on a rea
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import logging
 import os
@@ -30,6 +31,7 @@ CLIENTS = ("confluent", "kafka-python", "aiokafka")
 HEARTBEAT_MS = 500
 POLL_S = 0.2
 BATCH = 100
+STACKS_S = 0.5  # for a child to write its threads' stacks
 
 
 # ---- the parent's side ---------------------------------------------------------------------
@@ -120,7 +122,12 @@ class ConsumerProcess:
         return code
 
     def describe(self) -> str:
-        tail = self.stderr_path.read_text(errors="replace")[-1500:]
+        """What the child reported, and its stderr's end: the client's coordinator log and, if
+        it is still running, the stack of each of its threads (it dumps them on SIGUSR1)."""
+        if self.alive:
+            self.process.send_signal(signal.SIGUSR1)
+            time.sleep(STACKS_S)
+        tail = self.stderr_path.read_text(errors="replace")[-6000:]
         errors = [e["m"] for e in self.reported("error")][-5:]
         return (f"{self.name}: alive={self.alive} assignment={sorted(self.assignment)} "
                 f"processed={len(self.processed)} errors={errors}\n  stderr: {tail}")  # fmt: skip
@@ -216,6 +223,12 @@ def _kafka_python(args: argparse.Namespace, report: _Reporter) -> None:
                              session_timeout_ms=args.session_timeout_ms,
                              heartbeat_interval_ms=HEARTBEAT_MS, auto_offset_reset="latest",
                              enable_auto_commit=False, max_poll_records=BATCH)  # fmt: skip
+    # Know the topic before joining. A kafka-python 3.0.12 member that subscribed first fetches
+    # the topic's metadata in the middle of its first rebalances; under CPU load a leader doing
+    # so sometimes never finished its join: it received its SyncGroup response and then stayed
+    # silent, until the group dropped it: in 4 of 37 runs of the scenario beside two busy
+    # processes, and in none of 40 with the topic known first.
+    consumer.partitions_for_topic(args.topic)
     consumer.subscribe([args.topic], listener=Listener())
     while not report.stopping:
         batches = consumer.poll(timeout_ms=int(POLL_S * 1000))
@@ -283,6 +296,7 @@ def main(argv: list[str]) -> None:
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")  # fmt: skip
     for name in ("kafka.coordinator", "aiokafka.consumer.group_coordinator"):
         logging.getLogger(name).setLevel(logging.INFO)
+    faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
     report = _Reporter()
     run = {"confluent": _confluent, "kafka-python": _kafka_python, "aiokafka": _aiokafka}
     run[args.client](args, report)
