@@ -144,12 +144,19 @@ def test_counts_are_lines_per_outcome_source_minute_and_level(tmp_path: Path) ->
 
 
 def test_planning_the_stream_does_not_import_the_parser() -> None:
-    """The processes Spark starts to plan micro-batches create the source and ask its schema;
-    the parser and the Parquet writing are for the tasks alone."""
+    """The process Spark starts to create the source asks its schema and needs neither pyarrow
+    nor the Kafka client; those that plan micro-batches create its stream reader; the parser
+    and the Parquet writing are for the tasks alone."""
     probe = (
         "import sys\n"
         "from weir.pipeline.log_files import LogFilesDataSource\n"
-        "assert LogFilesDataSource({}).schema().fieldNames()[0] == 'kind'\n"
+        "options = {'bootstrap.servers': 'localhost:9', 'subscribe': 't', 'spool': '/nowhere'}\n"
+        "source = LogFilesDataSource(options)\n"
+        "assert source.schema().fieldNames()[0] == 'kind'\n"
+        "loaded = [m for m in ('pyarrow', 'confluent_kafka', 'numpy', 'pandas') "
+        "if m in sys.modules]\n"
+        "assert not loaded, loaded\n"
+        "source.streamReader(source.schema())\n"
         "loaded = [m for m in ('weir.pipeline.task_files', 'weir.pipeline.parsing.batch', "
         "'pandas') if m in sys.modules]\n"
         "assert not loaded, loaded\n"

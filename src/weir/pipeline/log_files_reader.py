@@ -1,0 +1,28 @@
+"""The stream reader of ``format("weir-log-files")`` (see ``weir.pipeline.log_files``): the
+``weir`` stream's planning, with tasks that parse and write their records."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa  # type: ignore[import-untyped]
+from pyspark.sql.datasource import InputPartition
+
+from weir.pipeline.options import SourceOptions
+from weir.pipeline.planning import read_partition
+from weir.pipeline.streaming import WeirStreamReader
+
+
+class LogFilesStreamReader(WeirStreamReader):
+    """``weir``'s stream reader whose tasks parse and write their records and return manifests."""
+
+    def __init__(self, options: SourceOptions, spool: Path) -> None:
+        super().__init__(options)
+        self.spool = spool
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        from weir.pipeline.task_files import write_task
+
+        records = read_partition(self.options, partition, include_timestamps=False)
+        return write_task(str(self.spool))(records)
