@@ -7,8 +7,8 @@ lines (the Loghub samples shipped in weir.cli.demo_data, cycled, each keyed by i
 --partitions topic. Then:
 - raw consume: one confluent-kafka consumer assigned to every partition from offset 0, a bare
   `consume(10000)` loop that counts (fetch.queue.backoff.ms=1 and the fetch sizes of the ETL's
-  readers), timed from the first record to the last, each run in a new process; the median of
-  --repeat runs;
+  readers), timed from the first record to the last, each run in a new process: once before the
+  first ETL run and once after each, the median of those runs;
 - ETL: the job's query with `--once` semantics (an available-now trigger) on a local[2]
   session configured as `weir pipeline logs` configures it, into a fresh warehouse, once for each
   --trigger-records: ``all``, the job's default (no maxRecordsPerTrigger: one micro-batch takes
@@ -18,7 +18,9 @@ lines (the Loghub samples shipped in weir.cli.demo_data, cycled, each keyed by i
   progress reports), the first one carrying the JVM's and the Python workers' warm-up. Each run
   is a new Python process with its own JVM. Each micro-batch also costs a fixed time (Spark's
   planning and commit between batches, each task's first fetch, files opened per directory, the
-  two tasks finishing apart), so larger micro-batches run faster;
+  two tasks finishing apart), so larger micro-batches run faster. The sessions' drivers map
+  the class archive weir keeps for Spark's JVM (``weir.pipeline.jvm_classes``); when there is
+  none yet, a short ETL run on a small topic writes it before anything is measured;
 - parse only: `weir.pipeline.logs_job.parse_batches` over the same lines in Arrow batches of
   the size the job hands its parser, in this process, for reference; and again over the sample
   lines once each (``parse_only_samples_once``), where no line repeats except as the samples
@@ -58,13 +60,15 @@ from weir.pipeline.logs_job import (
 from weir.pipeline.logs_job import (
     SPARK_CONFIG as JOB_SPARK_CONFIG,
 )
-from weir.pipeline.session import weir_session
+from weir.pipeline.session import class_archive_options, weir_session
 from weir.pipeline.warehouse import BatchCommits
 
 TOPIC = "bench-loglines"
 TARGET_ROWS_PER_S = 250_000
 TARGET_VS_RAW = 0.5
 ALL = "all"
+WARM_UP_TOPIC = "bench-warm-up"
+WARM_UP_RECORDS = 20_000
 DEMO_DATA = Path(__file__).resolve().parents[1] / "src" / "weir" / "cli" / "demo_data"
 TIMEOUT_S = 600
 SPARK_CONFIG = {**JOB_SPARK_CONFIG, "spark.driver.memory": "1g"}
@@ -84,10 +88,12 @@ def cycled(records: list[tuple[bytes, bytes]], count: int) -> list[tuple[bytes, 
     return [records[n % len(records)] for n in range(count)]
 
 
-def produce(bootstrap: str, records: list[tuple[bytes, bytes]], partitions: int) -> float:
+def produce(
+    bootstrap: str, records: list[tuple[bytes, bytes]], partitions: int, topic: str = TOPIC
+) -> float:
     """Produces the records round-robin over the partitions; returns the seconds it took."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(TOPIC, partitions, 1)])[TOPIC].result(30)
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "1",
                          "batch.size": 1_000_000, "queue.buffering.max.messages": 2_000_000,
                          "log_level": 3})  # fmt: skip
@@ -95,7 +101,7 @@ def produce(bootstrap: str, records: list[tuple[bytes, bytes]], partitions: int)
     for n, (key, value) in enumerate(records):
         while True:
             try:
-                producer.produce(TOPIC, value, key, partition=n % partitions)
+                producer.produce(topic, value, key, partition=n % partitions)
                 break
             except BufferError:
                 producer.poll(0.01)
@@ -134,7 +140,9 @@ def in_new_process(function: Callable[..., dict[str, Any]], *args: Any) -> dict[
         return pool.apply(function, args)
 
 
-def etl(bootstrap: str, scratch: Path, run: str, trigger_records: int | None) -> dict[str, Any]:
+def etl(
+    bootstrap: str, scratch: Path, run: str, trigger_records: int | None, topic: str = TOPIC
+) -> dict[str, Any]:
     """One run of the job's query (available-now, ``trigger_records`` per micro-batch, or all in
     one) on a new session: the whole run's rate, and the steady rate of the micro-batches after
     the first (whose time includes the JVM's and the Python workers' warm-up)."""
@@ -144,7 +152,7 @@ def etl(bootstrap: str, scratch: Path, run: str, trigger_records: int | None) ->
     startup = time.perf_counter() - started
     job = LogsJob(
         bootstrap=bootstrap,
-        topic=TOPIC,
+        topic=topic,
         warehouse=scratch / f"warehouse-{run}",
         checkpoint=scratch / f"checkpoint-{run}",
         once=True,
@@ -186,6 +194,27 @@ def etl(bootstrap: str, scratch: Path, run: str, trigger_records: int | None) ->
         "steady_rows_per_s": round(steady_records / steady_seconds) if steady_seconds else None,
         "session_startup_seconds": round(startup, 3),
     }
+
+
+def class_archive(bootstrap: str, scratch: Path, samples: list[tuple[bytes, bytes]]) -> bool:
+    """Makes sure the Spark driver's class archive exists (see ``weir.pipeline.jvm_classes``),
+    as it does on a machine that ran the job before: if not, a short ETL run on a small topic
+    writes it as its JVM exits. True if this run wrote it."""
+    if archive_mapped():
+        return False
+    produce(bootstrap, cycled(samples, WARM_UP_RECORDS), 2, WARM_UP_TOPIC)
+    in_new_process(etl, bootstrap, scratch, "warm-up", None, WARM_UP_TOPIC)
+    deadline = time.monotonic() + TIMEOUT_S
+    while (options := class_archive_options()) is None and time.monotonic() < deadline:
+        time.sleep(0.2)  # the warm-up's JVM is still writing it
+    if options is None or "SharedArchiveFile" not in options:
+        raise RuntimeError(f"no class archive after the warm-up run: {options}")
+    return True
+
+
+def archive_mapped() -> bool:
+    """Whether a new session's driver would map an existing class archive."""
+    return "SharedArchiveFile" in (class_archive_options() or "")
 
 
 def etl_summary(trigger: int | None, runs: list[dict[str, Any]], raw_rate: float) -> dict[str, Any]:
@@ -255,8 +284,7 @@ def main() -> int:
         "as `weir pipeline logs` runs by default (default: all 1000000 2000000)",
     )
     parser.add_argument("--partitions", type=int, default=2)
-    parser.add_argument("--repeat", type=int, default=3, help="raw consume runs")
-    parser.add_argument("--etl-repeat", type=int, default=1, help="ETL runs")
+    parser.add_argument("--etl-repeat", type=int, default=2, help="ETL runs per micro-batch size")
     parser.add_argument("--parse-records", type=int, default=200_000)
     parser.add_argument(
         "--out", type=Path, default=Path(__file__).parent / "results" / "pipeline.json"
@@ -271,17 +299,20 @@ def main() -> int:
             # Live tuples would make every collection of Python's garbage collector in this
             # process (the raw consumer, then the ETL's driver) walk them.
             del records
-            raw = [
-                in_new_process(raw_consume, bootstrap, args.records, args.partitions)
-                for _ in range(args.repeat)
-            ]
-            etls = {
-                trigger: [
-                    in_new_process(etl, bootstrap, Path(scratch), f"{trigger or ALL}-{n}", trigger)
-                    for n in range(args.etl_repeat)
-                ]
-                for trigger in args.trigger_records
-            }
+            archive_written = class_archive(bootstrap, Path(scratch), samples)
+            # The raw consumes run between the ETL runs, so that both sides sample the
+            # machine alike: its speed drifts by a third and more over a run.
+            raw = [in_new_process(raw_consume, bootstrap, args.records, args.partitions)]
+            etls: dict[int | None, list[dict[str, Any]]] = {t: [] for t in args.trigger_records}
+            for n in range(args.etl_repeat):
+                for trigger in args.trigger_records:
+                    run = f"{trigger or ALL}-{n}"
+                    etls[trigger].append(
+                        in_new_process(etl, bootstrap, Path(scratch), run, trigger)
+                    )
+                    raw.append(
+                        in_new_process(raw_consume, bootstrap, args.records, args.partitions)
+                    )
         finally:
             process.terminate()
             process.wait(30)
@@ -308,10 +339,15 @@ def main() -> int:
             ),
             "spark": SPARK_CONFIG,
             "parse_records": args.parse_records,
-            "repeat": args.repeat,
+            "raw_consume_runs": len(raw),
             "etl_repeat": args.etl_repeat,
         },
         "produce_seconds": round(produce_s, 3),
+        "class_archive": (
+            "written by a warm-up run before the measured runs"
+            if archive_written
+            else "present before this run"
+        ),
         "raw_consume": {"records_per_s": round(raw_rate), "runs": raw},
         "etl": summaries,
         "parse_only": parse,
