@@ -1,20 +1,22 @@
 """A class data sharing archive for the Spark driver's JVM: its classes loaded in one mapping.
 
 A Spark driver loads some seventeen thousand classes from its jars, each read, verified and
-linked on first use: about three seconds of a session's start and two of a streaming query's.
-Java's dynamic class data sharing (JDK 13 and later) saves the classes a JVM loaded, already
-parsed and verified, to an archive file when it exits (``-XX:ArchiveClassesAtExit``); a later
-JVM with the same classpath maps that file (``-XX:SharedArchiveFile``) instead.
+linked on first use: over two seconds of a session's start, and one to two of a streaming
+query's until its first task. Java's dynamic class data sharing (JDK 13 and later) saves the
+classes a JVM loaded, already parsed and verified, to an archive file when it exits
+(``-XX:ArchiveClassesAtExit``); a later JVM with the same classpath maps that file
+(``-XX:SharedArchiveFile``) instead.
 
 ``archive_options`` gives a session's driver one of the two. The archive lives in the user's
-cache directory, one per PySpark version, Spark home and Java installation. The first session
-without one writes it as ``NAME.TOKEN.partial`` when its JVM exits, which is after the Python
-driver process ends (PySpark's JVM exits when its parent's pipe closes). A later session adopts
-a partial archive once no process is writing it and a JVM accepts it, and deletes it if one
-does not (a JVM killed while writing leaves a truncated file, which would crash a JVM that maps
-it); partial archives left once there is an archive (two first sessions at once) are deleted.
-While a JVM that will write the archive runs, other sessions run without one. The archive holds
-the classes the first session's JVM loaded: a session doing more loads the rest from the jars.
+cache directory, one per PySpark version, Spark home (and its jars) and Java installation. The
+first session without one writes it as ``NAME.TOKEN.partial`` when its JVM exits, which is
+after the Python driver process ends (PySpark's JVM exits when its parent's pipe closes), and
+starts five to six seconds slower for it. A later session adopts a partial archive once no
+process is writing it and a JVM accepts it, and deletes it if one does not (a JVM killed while
+writing leaves a truncated file, which would crash a JVM that maps it); partial archives left
+once there is an archive (two first sessions at once) are deleted. While a JVM that will write
+the archive runs, other sessions run without one. The archive holds the classes the first
+session's JVM loaded: a session doing more loads the rest from the jars.
 
 Only on Linux, where a process's command line under ``/proc`` says whether it still writes the
 file. The JVM's own messages about the archive are turned off: at exit it warns about every

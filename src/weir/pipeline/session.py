@@ -14,7 +14,7 @@ jars, linked, so workers import the installed package and its cached bytecode.
 
 The driver's JVM maps its classes from a class data sharing archive kept in the same cache
 directory, written by the first session's JVM when it exits (see ``weir.pipeline.jvm_classes``):
-that saves about three seconds of a session's start and two of a streaming query's.
+that saves over two seconds of a session's start and one to two of a streaming query's.
 """
 
 from __future__ import annotations
