@@ -48,6 +48,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker import start_broker
+from weir.pipeline.jvm_classes import MAP
 from weir.pipeline.kafka_io import FETCH_BYTES, PARTITION_FETCH_BYTES, ensure_topic
 from weir.pipeline.logs_job import (
     PARSE_BATCH_RECORDS,
@@ -200,21 +201,16 @@ def class_archive(bootstrap: str, scratch: Path, samples: list[tuple[bytes, byte
     """Makes sure the Spark driver's class archive exists (see ``weir.pipeline.jvm_classes``),
     as it does on a machine that ran the job before: if not, a short ETL run on a small topic
     writes it as its JVM exits. True if this run wrote it."""
-    if archive_mapped():
+    if MAP in (class_archive_options() or ""):
         return False
     produce(bootstrap, cycled(samples, WARM_UP_RECORDS), 2, WARM_UP_TOPIC)
     in_new_process(etl, bootstrap, scratch, "warm-up", None, WARM_UP_TOPIC)
     deadline = time.monotonic() + TIMEOUT_S
     while (options := class_archive_options()) is None and time.monotonic() < deadline:
         time.sleep(0.2)  # the warm-up's JVM is still writing it
-    if options is None or "SharedArchiveFile" not in options:
+    if options is None or MAP not in options:
         raise RuntimeError(f"no class archive after the warm-up run: {options}")
     return True
-
-
-def archive_mapped() -> bool:
-    """Whether a new session's driver would map an existing class archive."""
-    return "SharedArchiveFile" in (class_archive_options() or "")
 
 
 def etl_summary(trigger: int | None, runs: list[dict[str, Any]], raw_rate: float) -> dict[str, Any]:

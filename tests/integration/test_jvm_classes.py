@@ -15,6 +15,8 @@ from pipeline_spark import require_spark
 
 from weir.pipeline.jvm_classes import (
     ARCHIVE_SUFFIX,
+    MAP,
+    WRITE,
     archive_options,
     being_written,
     java_binary,
@@ -53,13 +55,13 @@ def test_the_first_session_writes_the_archive_and_the_next_uses_it(
 ) -> None:
     cache = tmp_path / "cache"
     first = options_for(spark_home, cache)
-    [writing] = [o for o in first if o.startswith("-XX:ArchiveClassesAtExit=")]
+    [writing] = [o for o in first if o.startswith(WRITE)]
     run_java(first)
     assert partials(cache) == [Path(writing.split("=", 1)[1])]
 
     second = options_for(spark_home, cache)
     [archive] = cache.glob(f"*{ARCHIVE_SUFFIX}")
-    assert f"-XX:SharedArchiveFile={archive}" in second
+    assert f"{MAP}{archive}" in second
     assert partials(cache) == []
     run_java(second)
     assert options_for(spark_home, cache) == second
@@ -76,13 +78,13 @@ def test_a_truncated_archive_is_deleted_and_written_again(spark_home: Path, tmp_
     again = options_for(spark_home, cache)
     assert not partial.exists(), "a truncated archive was kept"
     assert list(cache.glob(f"*{ARCHIVE_SUFFIX}")) == []
-    assert any(o.startswith("-XX:ArchiveClassesAtExit=") for o in again)
+    assert any(o.startswith(WRITE) for o in again)
 
 
 def test_no_archive_while_another_jvm_writes_one(spark_home: Path, tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     first = options_for(spark_home, cache)
-    [writing] = [o.split("=", 1)[1] for o in first if o.startswith("-XX:ArchiveClassesAtExit=")]
+    [writing] = [o.split("=", 1)[1] for o in first if o.startswith(WRITE)]
     process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", writing])
     try:
         deadline = time.monotonic() + 10
@@ -106,7 +108,7 @@ def test_archives_are_per_spark_version_and_jars(spark_home: Path, tmp_path: Pat
     assert archive_options(spark_home, cache, spark_version=VERSION) is not None
     [archive] = cache.glob(f"*{ARCHIVE_SUFFIX}")
     other = archive_options(spark_home, cache, spark_version="4.1.0")
-    assert other is not None and "ArchiveClassesAtExit" in other
+    assert other is not None and WRITE in other
     (spark_home / "jars" / "replaced.jar").write_bytes(b"")
     replaced = archive_options(spark_home, cache, spark_version=VERSION)
     assert replaced is not None and str(archive) not in replaced

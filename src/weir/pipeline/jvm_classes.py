@@ -33,6 +33,8 @@ import sys
 import uuid
 from pathlib import Path
 
+MAP = "-XX:SharedArchiveFile="  # the option that maps an archive
+WRITE = "-XX:ArchiveClassesAtExit="  # the option that writes one at exit
 QUIET = "-Xlog:cds=off,cds+dynamic=off"
 ARCHIVE_SUFFIX = ".jsa"
 PARTIAL_SUFFIX = ".partial"
@@ -54,11 +56,11 @@ def archive_options(spark_home: Path, cache: Path, *, spark_version: str) -> str
             for partial in partials_of(final):
                 if not being_written(partial):
                     partial.unlink(missing_ok=True)
-            return f"-XX:SharedArchiveFile={final} {QUIET}"
-        if being_written(final.with_name(f"{final.stem}.")):
+            return f"{MAP}{final} {QUIET}"
+        if any_writer(final):
             return None  # a running JVM will write one when it exits
         partial = final.with_name(f"{final.stem}.{uuid.uuid4().hex[:12]}{PARTIAL_SUFFIX}")
-        return f"-XX:ArchiveClassesAtExit={partial} {QUIET}"
+        return f"{WRITE}{partial} {QUIET}"
     except OSError:
         return None
 
@@ -101,10 +103,19 @@ def adopt_finished(final: Path, java: Path) -> None:
         partial.unlink(missing_ok=True)
 
 
+def any_writer(final: Path) -> bool:
+    """Whether a running process names one of ``final``'s partial archives, written or still to
+    be written, on its command line."""
+    return _on_a_command_line(f"{final.parent / final.stem}.")
+
+
 def being_written(path: Path) -> bool:
-    """Whether a running process was started with ``path`` (or a longer path beginning with
-    it) on its command line."""
-    needle = str(path).encode()
+    """Whether a running process was started with ``path`` on its command line."""
+    return _on_a_command_line(str(path))
+
+
+def _on_a_command_line(text: str) -> bool:
+    needle = text.encode()
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -123,7 +134,7 @@ def accepted(archive: Path, java: Path) -> bool:
             # A crash is the answer here; it needs no report (hs_err file).
             [
                 str(java),
-                f"-XX:SharedArchiveFile={archive}",
+                f"{MAP}{archive}",
                 "-XX:+SuppressFatalErrorMessage",
                 *QUIET.split(),
                 "-version",
