@@ -15,12 +15,13 @@ lines (the Loghub samples shipped in weir.cli.demo_data, cycled, each keyed by i
   everything there), or a number of records per micro-batch; timed from the start of the query
   to its end (the session's startup is reported apart), and, with several micro-batches, in
   steady state: the records of the micro-batches after the first over their durations (Spark's
-  progress reports), the first one carrying the JVM's and the Python workers' warm-up. Each run
-  is a new Python process with its own JVM. Each micro-batch also costs a fixed time (Spark's
-  planning and commit between batches, each task's first fetch, files opened per directory, the
-  two tasks finishing apart), so larger micro-batches run faster. The sessions' drivers map
-  the class archive weir keeps for Spark's JVM (``weir.pipeline.jvm_classes``); when there is
-  none yet, a short ETL run on a small topic writes it before anything is measured;
+  progress reports, whose phases each batch lists), the first one carrying the JVM's and the
+  Python workers' warm-up. Each run is a new Python process with its own JVM. Each micro-batch
+  also costs a fixed time (Spark's planning and commit between batches, each task's first
+  fetch, files opened per directory, the two tasks finishing apart), so larger micro-batches
+  run faster. The sessions' drivers map the class archive weir keeps for Spark's JVM
+  (``weir.pipeline.jvm_classes``); when there is none yet, a short ETL run on a small topic
+  writes it before anything is measured;
 - parse only: `weir.pipeline.logs_job.parse_batches` over the same lines in Arrow batches of
   the size the job hands its parser, in this process, for reference; and again over the sample
   lines once each (``parse_only_samples_once``), where no line repeats except as the samples
@@ -178,6 +179,7 @@ def etl(
             "batch": p.batchId,
             "records": (markers.committed(p.batchId) or {}).get("records", 0),
             "seconds": round(p.durationMs["triggerExecution"] / 1000, 3),
+            "phases_ms": dict(p.durationMs),
         }
         for p in progress
         if markers.committed(p.batchId) is not None
