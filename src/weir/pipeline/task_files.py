@@ -27,7 +27,7 @@ import pyarrow as pa  # type: ignore[import-untyped]
 import pyarrow.compute as pc  # type: ignore[import-untyped]
 import pyarrow.parquet as pq  # type: ignore[import-untyped]
 from pyspark import TaskContext
-from pyspark.sql.types import IntegerType, LongType, StringType
+from pyspark.sql.pandas.types import to_arrow_schema
 
 from weir.pipeline.manifest import COUNT, FILE, MANIFEST
 from weir.pipeline.metrics import LineCount
@@ -38,12 +38,11 @@ LOGS_COLUMNS = ("timestamp", "level", "component", "pid", "message", "template",
 QUARANTINE_COLUMNS = ("source", "line", "reason", "detail", "topic", "partition", "offset")
 RECORD_COLUMNS = ("topic", "partition", "offset")
 RAW_COLUMNS = ("key", "value", *RECORD_COLUMNS)
-_ARROW_OF = {StringType: pa.string(), IntegerType: pa.int32(), LongType: pa.int64()}
 PARSED_ARROW = pa.schema(
     [*PARSED_SCHEMA, ("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64())]
 )
 # ``MANIFEST`` in Arrow: the batch in which a task returns its manifest.
-MANIFEST_ARROW = pa.schema([pa.field(f.name, _ARROW_OF[type(f.dataType)]) for f in MANIFEST])
+MANIFEST_ARROW = to_arrow_schema(MANIFEST)
 PARSE_ROWS = 200_000  # raw records a task buffers before it parses them
 ROWS_PER_FLUSH = 500_000  # parsed rows a task buffers before it writes them out
 # Columns that repeat values enough to gain from dictionary encoding; messages and raw lines
