@@ -59,9 +59,17 @@ STOP_POLL_S = 1
 # batch after batch, about a quarter of a core-second per micro-batch for code that hardly
 # runs; the first tier alone compiles for a small fraction of that.
 JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
+# The tasks' Python workers allocate their Arrow buffers from pyarrow's mimalloc pool, which
+# hands freed memory back to the OS 10 ms later; the next batch's buffers then fault it in
+# again, every page zeroed by the kernel, 2 MiB at a time (the pool's memory takes huge pages).
+# A task frees and reallocates hundreds of megabytes per million records, and on a virtual
+# machine zeroing costs about a second per GiB. Without purging, a worker keeps its peak (a few
+# hundred MiB) until Spark retires it, and faults each page in once.
+TASK_ENV = {"MIMALLOC_PURGE_DELAY": "-1"}
 SPARK_CONFIG = {
     "spark.driver.extraJavaOptions": JVM_OPTIONS,
     "spark.executor.extraJavaOptions": JVM_OPTIONS,
+    **{f"spark.executorEnv.{name}": value for name, value in TASK_ENV.items()},
     "spark.sql.shuffle.partitions": "4",
     "spark.ui.showConsoleProgress": "false",
 }
