@@ -49,7 +49,11 @@ RECORD_FIELDS = [
 ]
 TIMESTAMP_FIELDS = [pa.field("timestamp", TIMESTAMP_TYPE), pa.field("timestampType", pa.int32())]
 HEADERS_FIELD = pa.field("headers", HEADER_TYPE)
-BATCH_RECORDS = 50_000
+# Records a range reader takes per poll and yields per Arrow batch. A poll's messages live in
+# Python's small-object arenas until its batch is built, and the arenas they empty go back to
+# the OS, to be faulted in (zeroed) again by the next poll: with ten thousand per poll instead
+# of fifty, the log ETL's query over 3M records faulted in 190k pages instead of 250k.
+BATCH_RECORDS = 10_000
 FETCH_QUEUE_BACKOFF_MS = 1
 PARTITION_FETCH_BYTES = 16 << 20
 FETCH_BYTES = 64 << 20
