@@ -263,27 +263,30 @@ def _split_joined(group: dict[str, pa.Array]) -> dict[str, pa.Array | np.ndarray
         column = fields.pop(joined, None)
         if column is None:
             continue
-        digits = _digit_matrix(column, _FIXED_WIDTHS[joined])
+        characters = _fixed_width_bytes(column, _FIXED_WIDTHS[joined])
         for name, (start, stop) in spans.items():
-            if digits is None:
+            if characters is None:
                 fields[name] = pc.utf8_slice_codeunits(column, start, stop)
             else:
-                fields[name] = _decimal(digits[:, start:stop])
+                fields[name] = _decimal(characters[:, start:stop])
     return fields
 
 
-def _decimal(digits: np.ndarray) -> np.ndarray:
-    """The numbers whose decimal digits are the rows of ``digits`` (int64)."""
-    number: np.ndarray = digits[:, 0].copy()
-    for column in range(1, digits.shape[1]):
+def _decimal(characters: np.ndarray) -> np.ndarray:
+    """The numbers (int64) whose ASCII decimal digits are the rows of ``characters`` (uint8)."""
+    number: np.ndarray = characters[:, 0].astype(np.int64)
+    number -= ord("0")
+    for column in range(1, characters.shape[1]):
         number *= 10
-        number += digits[:, column]
+        number += characters[:, column]
+        number -= ord("0")
     return number
 
 
-def _digit_matrix(column: pa.Array, width: int) -> np.ndarray | None:
-    """Each value's bytes minus ``"0"`` (int64, one row per value) when every value of the
-    string array ``column`` is ``width`` bytes long; None otherwise."""
+def _fixed_width_bytes(column: pa.Array, width: int) -> np.ndarray | None:
+    """The bytes of the string array ``column``, one row of ``width`` per value (a view, not a
+    copy: values of one width lie back to back), when every value is ``width`` bytes long;
+    None otherwise."""
     size = len(column)
     if size == 0 or column.null_count:
         return None
@@ -291,12 +294,11 @@ def _digit_matrix(column: pa.Array, width: int) -> np.ndarray | None:
     offsets = np.frombuffer(
         offsets_buffer, dtype=np.int32, count=size + 1, offset=column.offset * 4
     )
-    starts = offsets[:-1]
-    if data_buffer is None or not np.all(offsets[1:] - starts == width):
+    if data_buffer is None or not np.all(np.diff(offsets) == width):
         return None
-    data = np.frombuffer(data_buffer, dtype=np.uint8)
-    digits: np.ndarray = data[starts[:, None] + np.arange(width)].astype(np.int64) - ord("0")
-    return digits
+    first = int(offsets[0])
+    data = np.frombuffer(data_buffer, dtype=np.uint8, count=size * width, offset=first)
+    return data.reshape(size, width)
 
 
 RE2_PATTERNS = {name: re2_pattern(pattern) for name, pattern in PATTERNS.items()}
