@@ -65,11 +65,10 @@ JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
 # A task frees and reallocates hundreds of megabytes per million records, and on a virtual
 # machine zeroing costs about a second per GiB. Without purging, a worker keeps its peak (a few
 # hundred MiB) until Spark retires it, and faults each page in once.
-TASK_ENV = {"MIMALLOC_PURGE_DELAY": "-1"}
 SPARK_CONFIG = {
     "spark.driver.extraJavaOptions": JVM_OPTIONS,
     "spark.executor.extraJavaOptions": JVM_OPTIONS,
-    **{f"spark.executorEnv.{name}": value for name, value in TASK_ENV.items()},
+    "spark.executorEnv.MIMALLOC_PURGE_DELAY": "-1",
     "spark.sql.shuffle.partitions": "4",
     "spark.ui.showConsoleProgress": "false",
 }

@@ -274,12 +274,12 @@ def _split_joined(group: dict[str, pa.Array]) -> dict[str, pa.Array | np.ndarray
 
 def _decimal(characters: np.ndarray) -> np.ndarray:
     """The numbers (int64) whose ASCII decimal digits are the rows of ``characters`` (uint8)."""
+    width = characters.shape[1]
     number: np.ndarray = characters[:, 0].astype(np.int64)
-    number -= ord("0")
-    for column in range(1, characters.shape[1]):
+    for column in range(1, width):
         number *= 10
         number += characters[:, column]
-        number -= ord("0")
+    number -= ord("0") * int("1" * width)  # each character's "0", at its place
     return number
 
 
