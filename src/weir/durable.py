@@ -1,7 +1,8 @@
 """Durable small-file writes: temp file, fsync, rename, fsync the directory.
 
 Used for checkpoints and the embedded metadata store, where a crash must leave either the old
-file or the new one, never a torn one.
+file or the new one, never a torn one. A write that fails (a full disk) removes its temp file and
+leaves the old file as it was.
 """
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from pathlib import Path
+
+from weir import diskio
 
 TEMP_SUFFIX = ".tmp"
 
@@ -21,12 +24,18 @@ def fsync_directory(directory: Path) -> None:
         os.close(fd)
 
 
-def write_atomically(path: Path, lines: Iterable[str]) -> None:
+def write_atomically(path: Path, lines: Iterable[str], kind: str = diskio.CHECKPOINT) -> None:
     temp = path.with_name(path.name + TEMP_SUFFIX)
-    with open(temp, "w", encoding="utf-8") as f:
-        for line in lines:
-            f.write(line + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(temp, path)
+    data = "".join(line + "\n" for line in lines).encode("utf-8")
+    try:
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            diskio.write_all(fd, data, kind)
+            diskio.sync(fd, kind)
+        finally:
+            os.close(fd)
+        os.replace(temp, path)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
     fsync_directory(path.parent)

@@ -42,6 +42,11 @@ class BrokerConfig:
     advertised_host: str | None = None
     advertised_port: int | None = None
     data_dir: Path = Path("weir-data")
+    log_dirs: tuple[Path, ...] = ()
+    log_dir_min_free_bytes: int = 8 * 1024 * 1024
+    max_connections: int = 2**31 - 1
+    max_connections_per_ip: int = 2**31 - 1
+    queued_max_request_bytes: int = 256 * 1024 * 1024
     rack: str | None = None
     zookeeper: str | None = None
     socket_request_max_bytes: int = 100 * 1024 * 1024
@@ -62,6 +67,11 @@ class BrokerConfig:
     log_defaults: LogConfig = field(default_factory=LogConfig)
 
     @property
+    def all_log_dirs(self) -> tuple[Path, ...]:
+        """`log.dirs`, or the one data directory. Metadata lives in the first."""
+        return self.log_dirs or (self.data_dir,)
+
+    @property
     def advertised(self) -> tuple[str, int]:
         return self.advertised_host or self.listen_host, self.advertised_port or self.listen_port
 
@@ -70,7 +80,10 @@ class BrokerConfig:
         settings: dict[str, Any] = {}
         if path is not None:
             settings.update(_flatten(tomllib.loads(path.read_text(encoding="utf-8"))))
-        return cls.from_settings(settings, **{k: v for k, v in overrides.items() if v is not None})
+        given = {k: v for k, v in overrides.items() if v is not None}
+        if "data_dir" in given:
+            given["log_dirs"] = ()
+        return cls.from_settings(settings, **given)
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any], **overrides: Any) -> BrokerConfig:
@@ -84,6 +97,8 @@ class BrokerConfig:
                 values["listen_host"], values["listen_port"] = parse_host_port(str(value))
             elif name in ("advertised.listeners", "advertise"):
                 values["advertised_host"], values["advertised_port"] = parse_host_port(str(value))
+            elif name in ("log.dirs", "log.dir"):
+                values["log_dirs"] = _paths(value)
             elif name.replace(".", "_") in own:
                 values[name.replace(".", "_")] = value
             else:
@@ -93,6 +108,8 @@ class BrokerConfig:
             config = replace(config, log_defaults=LogConfig.from_properties(topic))
         if "data_dir" in values:
             config = replace(config, data_dir=Path(values["data_dir"]))
+        elif config.log_dirs:
+            config = replace(config, data_dir=config.log_dirs[0])
         return replace(config, **overrides)
 
     def broker_configs(self) -> dict[str, str]:
@@ -105,7 +122,11 @@ class BrokerConfig:
             "num.partitions": str(self.num_partitions),
             "default.replication.factor": str(self.default_replication_factor),
             "socket.request.max.bytes": str(self.socket_request_max_bytes),
-            "log.dirs": str(self.data_dir),
+            "log.dirs": ",".join(str(d) for d in self.all_log_dirs),
+            "log.dir.min.free.bytes": str(self.log_dir_min_free_bytes),
+            "max.connections": str(self.max_connections),
+            "max.connections.per.ip": str(self.max_connections_per_ip),
+            "queued.max.request.bytes": str(self.queued_max_request_bytes),
         })  # fmt: skip
         if self.rack:
             out["broker.rack"] = self.rack
@@ -130,6 +151,14 @@ def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
         else:
             out[name] = value
     return out
+
+
+def _paths(value: Any) -> tuple[Path, ...]:
+    items = value if isinstance(value, list) else str(value).split(",")
+    paths = tuple(Path(str(item).strip()) for item in items if str(item).strip())
+    if not paths:
+        raise ValueError("log.dirs names no directory")
+    return paths
 
 
 def _config_text(value: Any) -> str:

@@ -4,6 +4,11 @@ fetch (long poll without busy loops), offsets by time, and record deletion.
 Waiting fetches park on a per-partition future that the next append resolves, so a fetch with
 `max_wait_ms` sleeps until data arrives or the wait runs out, never polling.
 
+Storage failures become KAFKA_STORAGE_ERROR for the request that met them: a full disk (or free
+space below `log.dir.min.free.bytes`) refuses appends until space returns; a failed directory
+takes its partitions offline (produce, fetch and offsets refused, Metadata shows the replica
+offline) until a restart.
+
 Thread-safety: event-loop only. Logs guard themselves against the storage scheduler's thread.
 """
 
@@ -20,6 +25,7 @@ from weir.broker.producer_state import ProducerStateError, ProducerStateManager
 from weir.clock import Clock
 from weir.records import BatchHeader, RecordError, validate_batch
 from weir.storage import FileSlice, LogConfig, LogManager, OffsetOutOfRangeError, PartitionLog
+from weir.storage.errors import LogDirectoryError, LogWriteError, StorageError
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +33,7 @@ LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 LEADER_EPOCH = 0
+REFUSAL_LOG_INTERVAL_MS = 10_000
 
 
 @dataclass(slots=True)
@@ -73,10 +80,19 @@ class FetchResult:
 
 
 class ReplicaManager:
-    def __init__(self, log_manager: LogManager, clock: Clock, *, validate_records: bool = True):
+    def __init__(
+        self,
+        log_manager: LogManager,
+        clock: Clock,
+        *,
+        validate_records: bool = True,
+        min_free_bytes: int = 0,
+    ):
         self.log_manager = log_manager
         self._clock = clock
         self._validate_records = validate_records
+        self._min_free_bytes = min_free_bytes
+        self._last_refusal_log: dict[tuple[str, int], int] = {}
         self.partitions: dict[tuple[str, int], Partition] = {}
         for (topic, index), partition_log in log_manager:
             self._adopt(topic, index, partition_log)
@@ -92,10 +108,19 @@ class ReplicaManager:
         return partition
 
     def create_partitions(self, topic: str, count: int, config: LogConfig) -> None:
+        """Logs for partitions 0..count-1 of `topic`. StorageError if one cannot be created
+        (those before it stay); one in an offline directory is skipped, offline."""
         self.log_manager.set_topic_config(topic, config)
         for index in range(count):
-            if (topic, index) not in self.partitions:
-                self._adopt(topic, index, self.log_manager.get_or_create(topic, index))
+            if (topic, index) in self.partitions or self.is_offline(topic, index):
+                continue
+            self._adopt(topic, index, self.log_manager.get_or_create(topic, index))
+
+    def is_offline(self, topic: str, index: int) -> bool:
+        partition = self.partitions.get((topic, index))
+        if partition is not None:
+            return partition.log.offline_reason is not None
+        return (topic, index) in self.log_manager.offline_partitions
 
     def delete_topic(self, topic: str) -> None:
         for key in [k for k in self.partitions if k[0] == topic]:
@@ -108,10 +133,14 @@ class ReplicaManager:
 
     # ---- produce ------------------------------------------------------------------------------
 
-    def append(self, topic: str, index: int, records: bytes | None) -> AppendResult:
+    def append(
+        self, topic: str, index: int, records: bytes | None, *, reserve_exempt: bool = False
+    ) -> AppendResult:
+        """Validate and append one batch. `reserve_exempt` appends below the free-space floor
+        (the broker's own small internal writes, which the floor exists to make room for)."""
         partition = self.partitions.get((topic, index))
-        if partition is None:
-            return AppendResult(ErrorCode.unknown_topic_or_partition)
+        if partition is None or partition.log.offline_reason is not None:
+            return self._missing_or_offline(topic, index)
         if not records:
             return AppendResult(ErrorCode.corrupt_message, message="no record batch")
         config = partition.log.config
@@ -130,15 +159,38 @@ class ReplicaManager:
             return AppendResult(
                 ErrorCode.none, duplicate.first_offset, -1, partition.log.log_start_offset
             )
+        if not reserve_exempt:
+            shortfall = self.log_manager.free_space_shortfall(topic, index, self._min_free_bytes)
+            if shortfall is not None:
+                return self._refuse(partition, shortfall)
         return self._append_validated(partition, records)
+
+    def _missing_or_offline(self, topic: str, index: int) -> AppendResult:
+        if self.is_offline(topic, index):
+            message = f"{topic}-{index} is in an offline log directory"
+            return AppendResult(ErrorCode.kafka_storage_error, message=message)
+        return AppendResult(ErrorCode.unknown_topic_or_partition)
+
+    def _refuse(self, partition: Partition, why: str) -> AppendResult:
+        """KAFKA_STORAGE_ERROR for a write the disk has no room for, logged now and then."""
+        key = (partition.topic, partition.index)
+        now = self._clock.monotonic_ms()
+        last = self._last_refusal_log.get(key)
+        if last is None or now - last >= REFUSAL_LOG_INTERVAL_MS:
+            self._last_refusal_log[key] = now
+            log.warning("refusing appends to %s-%d: %s", partition.topic, partition.index, why)
+        return AppendResult(ErrorCode.kafka_storage_error, message=why)
 
     def _append_validated(self, partition: Partition, records: bytes) -> AppendResult:
         buf = bytearray(records)
         try:
             info = partition.log.append(buf, leader_epoch=partition.leader_epoch)
-        except OSError as exc:
-            log.error("append to %s-%d failed: %s", partition.topic, partition.index, exc)
+        except LogWriteError as exc:
+            return self._refuse(partition, str(exc))
+        except StorageError as exc:
+            self._take_offline(partition, exc)
             return AppendResult(ErrorCode.kafka_storage_error, message=str(exc))
+        self.log_manager.note_appended(partition.topic, partition.index, len(buf))
         partition.producers.record(BatchHeader(buf).fields(), info.first_offset)
         partition.wake_waiters()
         return AppendResult(
@@ -178,17 +230,25 @@ class ReplicaManager:
             results.append(result)
         return results
 
+    def _take_offline(self, partition: Partition, exc: Exception) -> None:
+        self.log_manager.take_offline(partition.topic, partition.index, str(exc))
+        partition.log.take_offline(str(exc))
+        for other in self.partitions.values():
+            if other.log.offline_reason is not None:
+                other.wake_waiters()
+
     def _read_one(
         self, request: FetchRequestPartition, budget: int, *, min_one_batch: bool
     ) -> FetchResult:
         partition = self.partitions.get((request.topic, request.partition))
-        if partition is None:
-            return FetchResult(
-                request.topic, request.partition, ErrorCode.unknown_topic_or_partition
-            )
+        if partition is None or partition.log.offline_reason is not None:
+            error = self._missing_or_offline(request.topic, request.partition).error
+            return FetchResult(request.topic, request.partition, error)
         limit = min(budget, request.max_bytes)
         try:
             info = partition.log.read(request.offset, limit, min_one_batch=min_one_batch)
+        except LogDirectoryError:
+            return FetchResult(request.topic, request.partition, ErrorCode.kafka_storage_error)
         except OffsetOutOfRangeError:
             partition_log = partition.log
             return FetchResult(
@@ -230,8 +290,8 @@ class ReplicaManager:
         """(error, offset, timestamp) for ListOffsets: -1 latest, -2 earliest, -3 max timestamp,
         else the first offset whose timestamp is >= `timestamp` (offset -1 if none)."""
         partition = self.partitions.get((topic, index))
-        if partition is None:
-            return ErrorCode.unknown_topic_or_partition, -1, -1
+        if partition is None or partition.log.offline_reason is not None:
+            return self._missing_or_offline(topic, index).error, -1, -1
         partition_log = partition.log
         if timestamp == LATEST_TIMESTAMP:
             return ErrorCode.none, partition_log.high_watermark, -1
@@ -251,13 +311,19 @@ class ReplicaManager:
         """Move the log start offset to `offset` (-1: the high watermark).
         Returns (error, low watermark)."""
         partition = self.partitions.get((topic, index))
-        if partition is None:
-            return ErrorCode.unknown_topic_or_partition, -1
+        if partition is None or partition.log.offline_reason is not None:
+            return self._missing_or_offline(topic, index).error, -1
         partition_log = partition.log
         target = partition_log.high_watermark if offset == -1 else offset
         try:
             partition_log.increment_log_start_offset(target)
         except OffsetOutOfRangeError:
             return ErrorCode.offset_out_of_range, partition_log.log_start_offset
-        partition_log.delete_old_segments(retention=False)
+        try:
+            partition_log.delete_old_segments(retention=False)
+        except OSError as exc:
+            log.warning("%s-%d: segments below the log start offset kept for now: %s",
+                        topic, index, exc)  # fmt: skip
+        except LogDirectoryError as exc:
+            self._take_offline(partition, exc)
         return ErrorCode.none, partition_log.log_start_offset

@@ -3,13 +3,19 @@
 A connection reads frames, answers each request in order (Kafka mutes a connection while it
 handles a request, and so do we), and sends responses with `sendfile` for record bytes. Any
 protocol violation closes that connection only and is logged; other connections carry on.
+
+The accept loop survives running out of descriptors or memory (it logs, backs off and accepts
+again once they free up); connections over `max.connections(.per.ip)` are closed at once, and
+large requests wait for room under `queued.max.request.bytes` (see `connections.py`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import os
+import resource
 import signal
 import socket
 from dataclasses import replace
@@ -18,7 +24,9 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from weir import diskio
 from weir.broker.config import BrokerConfig
+from weir.broker.connections import SMALL_FRAME_BYTES, ConnectionLimiter, RequestMemoryPool
 from weir.broker.context import BrokerContext, ProducerIdAllocator
 from weir.broker.group.coordinator import GroupConfig, GroupCoordinator
 from weir.broker.group.store import GroupStore
@@ -31,14 +39,20 @@ from weir.cluster.metadata import EmbeddedMetadataStore
 from weir.protocol import legacy_produce
 from weir.protocol.apis import ApiKey, decodable
 from weir.protocol.codec import decode_request, encode_response
-from weir.protocol.errors import RemoteProtocolError, UnsupportedVersionError
+from weir.protocol.errors import FrameTooLargeError, RemoteProtocolError, UnsupportedVersionError
 from weir.protocol.framing import NEED_DATA, FrameDecoder
 from weir.storage import FileSlice, LogConfig, LogManager, LogManagerConfig
 
 log = logging.getLogger(__name__)
 
-RECV_BYTES = 256 * 1024
+RECV_BYTES = SMALL_FRAME_BYTES
 GROUP_TICK_S = 0.1
+ACCEPT_BACKOFF_S = (0.05, 1.0)  # first and longest wait after accept runs out of resources
+ACCEPT_LOG_INTERVAL_MS = 10_000
+#: accept failures that mean "no descriptors or memory right now", not a broken listener
+_ACCEPT_EXHAUSTED = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
+#: accept failures that concern only the connection being accepted
+_ACCEPT_PEER_GONE = frozenset({errno.ECONNABORTED, errno.EPROTO, errno.EPERM, errno.ECONNRESET})
 
 
 class Broker:
@@ -49,11 +63,17 @@ class Broker:
         self._listener: socket.socket | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self._scheduler = ThreadScheduler(self.clock, name="weir-storage")
+        self._limiter = ConnectionLimiter(
+            config.max_connections, config.max_connections_per_ip, self.clock
+        )
+        self._request_memory = RequestMemoryPool(config.queued_max_request_bytes)
+        self._accept_failures = 0
+        self._last_accept_log_ms: int | None = None
         self.context = self._open_storage()
 
     def _open_storage(self) -> BrokerContext:
         config = self.config
-        metadata = EmbeddedMetadataStore(config.data_dir)
+        metadata = EmbeddedMetadataStore(config.all_log_dirs[0])
         defaults = config.log_defaults
         topic_configs = {
             name: LogConfig.from_properties(info.configs, defaults)
@@ -65,14 +85,19 @@ class Broker:
             cleaner_backoff_ms=config.log_cleaner_backoff_ms,
         )
         logs = LogManager(
-            config.data_dir, defaults, self.clock, self._scheduler, settings, topic_configs
+            config.all_log_dirs, defaults, self.clock, self._scheduler, settings, topic_configs
         )
         for (topic, index), _ in logs:
             info = metadata.topic(topic)
             if info is None or index >= info.partitions:
                 log.warning("removing log %s-%d of a deleted topic", topic, index)
                 logs.delete(topic, index)
-        replicas = ReplicaManager(logs, self.clock, validate_records=config.validate_records)
+        replicas = ReplicaManager(
+            logs,
+            self.clock,
+            validate_records=config.validate_records,
+            min_free_bytes=config.log_dir_min_free_bytes,
+        )
         topics = TopicManager(config, metadata, replicas)
         groups = GroupCoordinator(
             GroupConfig(
@@ -112,13 +137,58 @@ class Broker:
         loop = asyncio.get_running_loop()
         ticker = loop.create_task(self._tick_groups())
         self._connections.add(ticker)
+        backoff = ACCEPT_BACKOFF_S[0]
         while True:
-            sock, peer = await loop.sock_accept(self._listener)
+            try:
+                sock, peer = await loop.sock_accept(self._listener)
+            except OSError as exc:
+                if exc.errno in _ACCEPT_PEER_GONE:
+                    continue
+                if exc.errno not in _ACCEPT_EXHAUSTED:
+                    raise
+                self._log_accept_failure(exc, backoff)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, ACCEPT_BACKOFF_S[1])
+                continue
+            backoff = ACCEPT_BACKOFF_S[0]
+            self._start_connection(loop, sock, peer)
+
+    def _start_connection(
+        self, loop: asyncio.AbstractEventLoop, sock: socket.socket, peer: Any
+    ) -> None:
+        ip = str(peer[0]) if isinstance(peer, tuple) else str(peer)
+        if not self._limiter.admit(ip):
+            sock.close()
+            return
+        try:
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            task = loop.create_task(self._serve_connection(sock, peer))
-            self._connections.add(task)
-            task.add_done_callback(self._connections.discard)
+        except OSError:
+            self._limiter.release(ip)
+            sock.close()
+            return
+        task = loop.create_task(self._serve_connection(sock, peer))
+        self._connections.add(task)
+        task.add_done_callback(self._connections.discard)
+        task.add_done_callback(lambda _: self._limiter.release(ip))
+
+    def _log_accept_failure(self, exc: OSError, backoff: float) -> None:
+        self._accept_failures += 1
+        now = self.clock.monotonic_ms()
+        if self._last_accept_log_ms is not None and (
+            now - self._last_accept_log_ms < ACCEPT_LOG_INTERVAL_MS
+        ):
+            return
+        what = (
+            "out of memory"
+            if exc.errno in (errno.ENOMEM, errno.ENOBUFS)
+            else "out of file descriptors"
+        )
+        log.warning(
+            "accept failed, %s (%s): retrying in %.2f s; %d failures so far, %d connections open",
+            what, exc.strerror, backoff, self._accept_failures, self._limiter.open,
+        )  # fmt: skip
+        self._last_accept_log_ms = now
 
     async def _tick_groups(self) -> None:
         """Apply group deadlines (session and rebalance timeouts) a few times a second."""
@@ -141,16 +211,26 @@ class Broker:
     # ---- connections --------------------------------------------------------------------------
 
     async def _serve_connection(self, sock: socket.socket, peer: Any) -> None:
-        loop = asyncio.get_running_loop()
         decoder = FrameDecoder(self.config.socket_request_max_bytes)
+        held = 0  # bytes of the request budget this connection holds
         try:
-            while data := await loop.sock_recv(sock, RECV_BYTES):
-                decoder.receive_data(data)
-                while (payload := decoder.next_frame()) is not NEED_DATA:
-                    assert isinstance(payload, bytes)
+            while True:
+                payload = decoder.next_frame()
+                if payload is NEED_DATA:
+                    if not held:
+                        held = await self._reserve(decoder)
+                    if not await self._receive(sock, decoder):
+                        return
+                    continue
+                assert isinstance(payload, bytes)
+                try:
                     response = await self._dispatch(payload)
-                    if response is not None:
-                        await self._send(sock, response)
+                finally:
+                    del payload
+                    self._request_memory.release(held)
+                    held = 0
+                if response is not None:
+                    await self._send(sock, response)
         except RemoteProtocolError as exc:
             log.warning("closing connection from %s: %s", peer, exc)
         except (ConnectionError, TimeoutError):
@@ -160,7 +240,27 @@ class Broker:
         except Exception:
             log.exception("closing connection from %s after an internal error", peer)
         finally:
+            self._request_memory.release(held)
             sock.close()
+
+    async def _reserve(self, decoder: FrameDecoder) -> int:
+        """Wait for budget for the frame being received, if it is a large one; bytes held."""
+        size = decoder.next_frame_size
+        if size is None or size <= SMALL_FRAME_BYTES or size > decoder.max_frame_bytes:
+            return 0  # oversized frames are refused by the decoder itself
+        if size > self._request_memory.capacity:
+            raise FrameTooLargeError(
+                f"frame of {size} bytes exceeds "
+                f"queued.max.request.bytes={self._request_memory.capacity}"
+            )
+        await self._request_memory.acquire(size)
+        return size
+
+    @staticmethod
+    async def _receive(sock: socket.socket, decoder: FrameDecoder) -> bool:
+        data = await asyncio.get_running_loop().sock_recv(sock, RECV_BYTES)
+        decoder.receive_data(data)
+        return bool(data)
 
     async def _dispatch(self, payload: bytes) -> bytes | ChunkedResponse | None:
         try:
@@ -230,6 +330,9 @@ def run(config: BrokerConfig, *, ready_file: Path | None = None) -> int:
     """Run a broker until SIGTERM or SIGINT; print the ready line once it accepts connections."""
     import uvloop
 
+    diskio.install_faults_from_environment()
+    raise_descriptor_limit()
+
     async def main() -> None:
         broker = Broker(config)
         host, port = broker.listen()
@@ -249,3 +352,16 @@ def run(config: BrokerConfig, *, ready_file: Path | None = None) -> int:
 
     uvloop.run(main())
     return 0
+
+
+def raise_descriptor_limit() -> None:
+    """Raise the soft limit on open descriptors to the hard one, as Kafka's packaging does:
+    every connection and every segment file needs one."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (ValueError, OSError) as exc:
+            log.warning("open descriptor limit stays at %d: %s", soft, exc)
+            return
+    log.info("open descriptor limit: %d", hard)

@@ -1,19 +1,28 @@
 """Topic administration on this broker: metadata and partition logs kept in step.
 
 Create, delete, grow and reconfigure topics; every change goes to the metadata store first and
-then to the logs. Errors carry Kafka error codes for the admin handlers.
+then to the logs, except that a delete the disk has no room to record frees the logs first.
+Errors carry Kafka error codes for the admin handlers; a disk that refuses a write is
+KAFKA_STORAGE_ERROR and leaves the metadata as it was.
 """
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from kio.schema.errors import ErrorCode
 
 from weir.broker.config import BrokerConfig
 from weir.broker.replica_manager import ReplicaManager
 from weir.cluster.metadata import MetadataError, MetadataStore, TopicInfo, validate_topic_name
-from weir.storage import LogConfig
+from weir.storage import LogConfig, StorageError
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,7 +40,10 @@ class TopicManager:
         self.metadata = metadata
         self.replicas = replicas
         for info in metadata.topics().values():
-            replicas.create_partitions(info.name, info.partitions, self.log_config(info))
+            try:
+                replicas.create_partitions(info.name, info.partitions, self.log_config(info))
+            except StorageError as exc:
+                log.error("topic %s: partitions not opened: %s", info.name, exc)
 
     def log_config(self, info: TopicInfo) -> LogConfig:
         return LogConfig.from_properties(info.configs, self.config.log_defaults)
@@ -65,11 +77,13 @@ class TopicManager:
         return partitions
 
     def create(self, name: str, partitions: int, configs: dict[str, str]) -> TopicInfo:
+        info = _stored(lambda: self.metadata.create_topic(name, partitions, configs))
         try:
-            info = self.metadata.create_topic(name, partitions, configs)
-        except MetadataError as exc:
-            raise TopicError(ErrorCode(exc.error_code), str(exc)) from None
-        self.replicas.create_partitions(name, info.partitions, self.log_config(info))
+            self.replicas.create_partitions(name, info.partitions, self.log_config(info))
+        except StorageError as exc:
+            self.replicas.delete_topic(name)
+            _stored(lambda: self.metadata.delete_topic(name))
+            raise TopicError(ErrorCode.kafka_storage_error, str(exc)) from None
         return info
 
     def auto_create(self, name: str) -> TopicInfo | None:
@@ -83,9 +97,13 @@ class TopicManager:
 
     def delete(self, name: str) -> TopicInfo:
         try:
-            info = self.metadata.delete_topic(name)
-        except MetadataError as exc:
-            raise TopicError(ErrorCode(exc.error_code), str(exc)) from None
+            info = _stored(lambda: self.metadata.delete_topic(name))
+        except TopicError as exc:
+            if exc.error is not ErrorCode.kafka_storage_error:
+                raise
+            log.warning("deleting %s: %s; freeing its logs first", name, exc)
+            self.replicas.delete_topic(name)
+            info = _stored(lambda: self.metadata.delete_topic(name))
         self.replicas.delete_topic(name)
         return info
 
@@ -100,8 +118,11 @@ class TopicManager:
             )
         if validate_only:
             return info
-        info = self.metadata.add_partitions(name, total)
-        self.replicas.create_partitions(name, info.partitions, self.log_config(info))
+        info = _stored(lambda: self.metadata.add_partitions(name, total))
+        try:
+            self.replicas.create_partitions(name, info.partitions, self.log_config(info))
+        except StorageError as exc:
+            raise TopicError(ErrorCode.kafka_storage_error, str(exc)) from None
         return info
 
     def set_configs(self, name: str, configs: dict[str, str], validate_only: bool) -> None:
@@ -111,5 +132,15 @@ class TopicManager:
         log_config = self.check_configs(configs)
         if validate_only:
             return
-        self.metadata.set_topic_configs(name, configs)
+        _stored(lambda: self.metadata.set_topic_configs(name, configs))
         self.replicas.log_manager.set_topic_config(name, log_config)
+
+
+def _stored(change: Callable[[], T]) -> T:
+    """Apply a metadata change; its failure as a TopicError with Kafka's error code."""
+    try:
+        return change()
+    except MetadataError as exc:
+        raise TopicError(ErrorCode(exc.error_code), str(exc)) from None
+    except OSError as exc:
+        raise TopicError(ErrorCode.kafka_storage_error, f"metadata not written: {exc}") from None

@@ -2,7 +2,9 @@
 id allocation. One interface, `MetadataStore`; this module holds the embedded single-node engine.
 
 `EmbeddedMetadataStore` keeps everything in one JSON document, `<data dir>/weir-metadata.json`,
-rewritten atomically on every change (changes are rare: topic admin, producer id blocks).
+rewritten atomically on every change (changes are rare: topic admin, producer id blocks). A change
+takes effect only once it is written: if the write fails (OSError, e.g. a full disk), the store
+and its file are as they were.
 
 Thread-safety: `EmbeddedMetadataStore` methods hold its lock.
 """
@@ -17,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
+from weir import diskio
 from weir.durable import write_atomically
 
 METADATA_FILE = "weir-metadata.json"
@@ -100,14 +103,16 @@ class EmbeddedMetadataStore:
         self.path = data_dir / METADATA_FILE
         self._lock = threading.Lock()
         data_dir.mkdir(parents=True, exist_ok=True)
-        if self.path.exists():
+        exists = self.path.exists()
+        if exists:
             document = json.loads(self.path.read_text(encoding="utf-8"))
         else:
             document = {"cluster_id": _new_cluster_id(), "topics": {}, "next_producer_id": 0}
         self._cluster_id: str = document["cluster_id"]
         self._topics = {n: TopicInfo.from_json(n, t) for n, t in document["topics"].items()}
         self._next_producer_id: int = int(document["next_producer_id"])
-        self._save()
+        if not exists:
+            self._save(self._topics, self._next_producer_id)
 
     @property
     def cluster_id(self) -> str:
@@ -131,16 +136,15 @@ class EmbeddedMetadataStore:
             info = TopicInfo(
                 name=name, topic_id=uuid.uuid4(), partitions=partitions, configs=dict(configs)
             )
-            self._topics[name] = info
-            self._save()
+            self._commit({**self._topics, name: info})
             return info
 
     def delete_topic(self, name: str) -> TopicInfo:
         with self._lock:
-            info = self._topics.pop(name, None)
+            info = self._topics.get(name)
             if info is None:
                 raise UnknownTopicError(f"topic {name!r} does not exist")
-            self._save()
+            self._commit({n: t for n, t in self._topics.items() if n != name})
             return info
 
     def set_topic_configs(self, name: str, configs: dict[str, str]) -> TopicInfo:
@@ -159,8 +163,7 @@ class EmbeddedMetadataStore:
     def allocate_producer_ids(self) -> range:
         with self._lock:
             first = self._next_producer_id
-            self._next_producer_id += PRODUCER_ID_BLOCK
-            self._save()
+            self._commit(self._topics, first + PRODUCER_ID_BLOCK)
             return range(first, first + PRODUCER_ID_BLOCK)
 
     def _update(self, name: str, change: Any) -> TopicInfo:
@@ -169,17 +172,23 @@ class EmbeddedMetadataStore:
             if info is None:
                 raise UnknownTopicError(f"topic {name!r} does not exist")
             updated: TopicInfo = change(info)
-            self._topics[name] = updated
-            self._save()
+            self._commit({**self._topics, name: updated})
             return updated
 
-    def _save(self) -> None:
+    def _commit(self, topics: dict[str, TopicInfo], next_producer_id: int | None = None) -> None:
+        """Write the new state, then adopt it."""
+        producer_id = self._next_producer_id if next_producer_id is None else next_producer_id
+        self._save(topics, producer_id)
+        self._topics = topics
+        self._next_producer_id = producer_id
+
+    def _save(self, topics: dict[str, TopicInfo], next_producer_id: int) -> None:
         document = {
             "cluster_id": self._cluster_id,
-            "next_producer_id": self._next_producer_id,
-            "topics": {n: t.to_json() for n, t in sorted(self._topics.items())},
+            "next_producer_id": next_producer_id,
+            "topics": {n: t.to_json() for n, t in sorted(topics.items())},
         }
-        write_atomically(self.path, [json.dumps(document, indent=1)])
+        write_atomically(self.path, [json.dumps(document, indent=1)], diskio.METADATA)
 
 
 def _new_cluster_id() -> str:

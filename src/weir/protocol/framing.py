@@ -37,6 +37,14 @@ class FrameDecoder:
     def buffered(self) -> int:
         return len(self._buffer) - self._position
 
+    @property
+    def next_frame_size(self) -> int | None:
+        """The size of the frame being received, once its size prefix is in (else None)."""
+        if self.buffered < SIZE_PREFIX:
+            return None
+        size: int = _SIZE.unpack_from(self._buffer, self._position)[0]
+        return size
+
     def next_frame(self) -> bytes | _NeedData:
         """The next whole payload, or NEED_DATA. Raises on a negative or oversized size."""
         if self.buffered < SIZE_PREFIX:
@@ -54,7 +62,8 @@ class FrameDecoder:
             self._compact()
             return NEED_DATA
         self._position = start + size
-        return bytes(self._buffer[start : self._position])
+        with memoryview(self._buffer) as view:
+            return bytes(view[start : self._position])
 
     def _compact(self) -> None:
         if self._position:

@@ -16,7 +16,17 @@ class CorruptIndexError(StorageError):
 
 
 class LogDirectoryError(StorageError):
-    error_code = 57  # KAFKA_STORAGE_ERROR
+    """The log directory failed (an I/O error, or a failed write that could not be undone): its
+    logs go offline."""
+
+    error_code = 56  # KAFKA_STORAGE_ERROR
+
+
+class LogWriteError(StorageError):
+    """A write failed for want of space or descriptors and was undone; the log is unchanged
+    and takes writes again once there is room."""
+
+    error_code = 56  # KAFKA_STORAGE_ERROR
 
 
 class InvalidOffsetError(StorageError):

@@ -5,21 +5,26 @@ increasing; an entry says "the batch starting at this offset begins at this file
 `.timeindex` (TimeIndex): 12-byte entries `max_timestamp:int64 | relative_offset:int32`, both
 strictly increasing; an entry says "batches up to this offset have timestamps up to this one".
 
-Files are pre-allocated to `max_index_size` while their segment is active and trimmed to the
-valid entries when it rolls. On open, the valid entries are the prefix before the first all-zero
-entry: no index records position 0 or timestamp 0 at its base offset, so an all-zero entry is
-unused space. `validate` checks the entries before they are trusted after an unclean shutdown.
+Files are pre-allocated (sparse) to `max_index_size` while their segment is active and trimmed
+to the valid entries when it rolls. Entries are written with `pwrite` and read through a
+read-only mapping of the same pages: a store into a mapped page that a full disk cannot back
+would kill the process (SIGBUS), where `pwrite` fails with ENOSPC and leaves the index as it
+was. On open, the valid entries are the prefix before the first all-zero entry: no index records
+position 0 or timestamp 0 at its base offset, so an all-zero entry is unused space. `validate`
+checks the entries before they are trusted after an unclean shutdown.
 
 Thread-safety: none. The owning LogSegment serialises access.
 """
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import struct
 from pathlib import Path
 
+from weir import diskio
 from weir.storage.errors import CorruptIndexError
 
 
@@ -34,9 +39,13 @@ class _MappedIndex:
         existed = not self.newly_created and path.stat().st_size > 0
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         self._mmap: mmap.mmap | None = None
-        if self.newly_created:
-            os.ftruncate(self._fd, self._rounded(max_index_size))
-        self._map_file()
+        try:
+            if self.newly_created:
+                diskio.truncate(self._fd, self._rounded(max_index_size), diskio.INDEX)
+            self._map_file()
+        except BaseException:
+            os.close(self._fd)
+            raise
         self.entries = self._count_valid_entries() if existed else 0
 
     @property
@@ -48,7 +57,7 @@ class _MappedIndex:
 
     def _map_file(self) -> None:
         size = os.fstat(self._fd).st_size
-        self._mmap = mmap.mmap(self._fd, size) if size else None
+        self._mmap = mmap.mmap(self._fd, size, access=mmap.ACCESS_READ) if size else None
         self.capacity = size // self.entry_size
 
     @property
@@ -78,14 +87,19 @@ class _MappedIndex:
     def _write(self, i: int, a: int, b: int) -> None:
         if self._mmap is None or i >= self.capacity:
             raise CorruptIndexError(f"index {self.path} is full")
-        self.ENTRY.pack_into(self._mmap, i * self.entry_size, a, b)
+        self._pwrite(self.ENTRY.pack(a, b), i * self.entry_size)
+
+    def _pwrite(self, data: bytes, position: int) -> None:
+        written = diskio.pwrite(self._fd, data, position, diskio.INDEX)
+        if written != len(data):
+            raise OSError(errno.ENOSPC, f"short write to {self.path}: {written} of {len(data)}")
 
     def truncate_to_entries(self, n: int) -> None:
         """Keep only the first `n` entries; zero the rest so a reopen counts them right."""
         n = max(0, min(n, self.entries))
         if self._mmap is not None and n < self.entries:
             start, end = n * self.entry_size, self.entries * self.entry_size
-            self._mmap[start:end] = bytes(end - start)
+            self._pwrite(bytes(end - start), start)
         self.entries = n
 
     def reset(self) -> None:
@@ -101,12 +115,13 @@ class _MappedIndex:
         if self._mmap is not None and len(self._mmap) == size:
             return
         self._unmap()
-        os.ftruncate(self._fd, size)
-        self._map_file()
+        try:
+            diskio.truncate(self._fd, size, diskio.INDEX)
+        finally:
+            self._map_file()
 
     def flush(self) -> None:
-        if self._mmap is not None:
-            self._mmap.flush()
+        diskio.sync(self._fd, diskio.INDEX, data_only=True)
 
     def _unmap(self) -> None:
         if self._mmap is not None:

@@ -4,6 +4,10 @@ Persisted in `<partition dir>/leader-epoch-checkpoint` as `0`, count, then `epoc
 lines, rewritten atomically on every change (changes are rare: once per leadership change).
 Replication uses it to answer "where does epoch N end?" and to truncate divergent followers.
 
+A new epoch is on disk before the cache answers with it: `assign` raises if the file cannot be
+written and leaves the cache as it was. Truncations may be written later (`flush_if_dirty`): a
+file that still lists epochs before the log start or past the log end is pruned on load.
+
 Thread-safety: none; owned by one PartitionLog.
 """
 
@@ -24,6 +28,7 @@ class LeaderEpochCache:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.entries: list[tuple[int, int]] = []
+        self.dirty = False
         try:
             self.entries = [(int(e), int(o)) for e, o in parse_versioned(path, 2)]
         except ValueError:
@@ -38,9 +43,11 @@ class LeaderEpochCache:
         """Record that `epoch` starts at `start_offset` (no-op unless it is a newer epoch)."""
         if epoch < 0 or (self.entries and epoch <= self.entries[-1][0]):
             return
-        self.entries = [(e, o) for e, o in self.entries if o < start_offset]
-        self.entries.append((epoch, start_offset))
-        self._flush()
+        entries = [(e, o) for e, o in self.entries if o < start_offset]
+        entries.append((epoch, start_offset))
+        write_versioned(self.path, list(entries))
+        self.entries = entries
+        self.dirty = False
 
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
         """(largest epoch <= `epoch`, the offset where it ends): OffsetsForLeaderEpoch's answer."""
@@ -58,7 +65,7 @@ class LeaderEpochCache:
         kept = [(e, o) for e, o in self.entries if o < end_offset]
         if kept != self.entries:
             self.entries = kept
-            self._flush()
+            self._flush_tolerantly()
 
     def truncate_from_start(self, start_offset: int) -> None:
         """The log now starts at `start_offset`: the epoch covering it starts there."""
@@ -68,11 +75,20 @@ class LeaderEpochCache:
             kept.insert(0, (covering[-1][0], start_offset))
         if kept != self.entries:
             self.entries = kept
-            self._flush()
+            self._flush_tolerantly()
 
     def clear(self) -> None:
         self.entries = []
-        self._flush()
+        self._flush_tolerantly()
 
-    def _flush(self) -> None:
-        write_versioned(self.path, list(self.entries))
+    def flush_if_dirty(self) -> None:
+        if self.dirty:
+            self._flush_tolerantly()
+
+    def _flush_tolerantly(self) -> None:
+        try:
+            write_versioned(self.path, list(self.entries))
+            self.dirty = False
+        except OSError as exc:
+            self.dirty = True
+            log.warning("%s not written (kept in memory, written later): %s", self.path, exc)

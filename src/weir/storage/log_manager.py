@@ -1,16 +1,22 @@
-"""All partition logs under one data directory, and the background work that keeps them.
+"""All partition logs under the broker's log directories, and the background work that keeps them.
 
-Data directory layout::
+Each log directory (`log.dirs`; one is the usual case) is laid out as::
 
-    <data dir>/
+    <log dir>/
         <topic>-<partition>/                 one PartitionLog each
         recovery-point-offset-checkpoint     per-partition recovery points
         log-start-offset-checkpoint          per-partition log start offsets
         .weir-clean-shutdown                 present only between a clean close and the next open
 
+A new partition goes to the online directory holding the fewest. A directory whose load or
+writes fail goes offline alone (see `log_dir.py`): its partitions refuse appends and reads, the
+others carry on. A partition found in two directories stops the start.
+
 Background tasks on the injected scheduler: retention, compaction, time-based flush and the two
 checkpoints. On `close()` every log is flushed, checkpoints are written and the clean-shutdown
-marker is created, so the next start trusts the logs without scanning them.
+marker is created, so the next start trusts the logs without scanning them. None of this needs
+free space to go on working: a checkpoint the disk refuses keeps the previous file and is written
+at the next interval, and a close on a full disk still closes cleanly.
 
 Thread-safety: the registry of logs is guarded by a lock; each log guards itself.
 """
@@ -21,26 +27,25 @@ import logging
 import shutil
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
+from weir import diskio
 from weir.clock import Clock, Scheduler
 from weir.durable import fsync_directory
-from weir.storage.checkpoint import OffsetCheckpointFile, TopicPartition
+from weir.storage.checkpoint import TopicPartition
 from weir.storage.cleaner import LogCleaner
 from weir.storage.config import LogConfig
-from weir.storage.files import (
-    CLEAN_SHUTDOWN_FILE,
-    DELETE_DIR_SUFFIX,
-    LOG_START_OFFSET_CHECKPOINT,
-    RECOVERY_POINT_CHECKPOINT,
-    parse_partition_dir,
-    partition_dir_name,
-)
+from weir.storage.errors import LogDirectoryError, LogWriteError, StorageError
+from weir.storage.files import DELETE_DIR_SUFFIX, parse_partition_dir, partition_dir_name
+from weir.storage.log_dir import LogDirectory
 from weir.storage.partition_log import PartitionLog
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -54,14 +59,17 @@ class LogManagerConfig:
 class LogManager:
     def __init__(
         self,
-        data_dir: Path,
+        data_dirs: Path | Sequence[Path],
         default_config: LogConfig,
         clock: Clock,
         scheduler: Scheduler,
         manager_config: LogManagerConfig | None = None,
         topic_configs: dict[str, LogConfig] | None = None,
     ) -> None:
-        self.data_dir = data_dir
+        paths = [data_dirs] if isinstance(data_dirs, Path) else list(data_dirs)
+        if not paths or len(set(paths)) != len(paths):
+            raise ValueError(f"log directories must be distinct and at least one: {paths}")
+        self.data_dir = paths[0]
         self.default_config = default_config
         self._clock = clock
         self._scheduler = scheduler
@@ -70,27 +78,43 @@ class LogManager:
         self._lock = threading.Lock()
         self._closed = False
         self.logs: dict[TopicPartition, PartitionLog] = {}
+        self.dirs = [LogDirectory(path, clock) for path in paths]
+        self._dir_of: dict[TopicPartition, LogDirectory] = {}
+        self.offline_partitions: set[TopicPartition] = set()
         self.cleaner = LogCleaner(clock)
-        data_dir.mkdir(parents=True, exist_ok=True)
-        self._recovery_points = OffsetCheckpointFile(data_dir / RECOVERY_POINT_CHECKPOINT)
-        self._log_starts = OffsetCheckpointFile(data_dir / LOG_START_OFFSET_CHECKPOINT)
         self._load_all()
         self._schedule_tasks()
 
     # ---- loading ------------------------------------------------------------------------------
 
     def _load_all(self) -> None:
-        marker = self.data_dir / CLEAN_SHUTDOWN_FILE
-        clean = marker.exists()
-        recovery_points = self._read_checkpoint(self._recovery_points)
-        log_starts = self._read_checkpoint(self._log_starts)
-        for directory in sorted(p for p in self.data_dir.iterdir() if p.is_dir()):
+        for log_dir in self.dirs:
+            try:
+                log_dir.path.mkdir(parents=True, exist_ok=True)
+                self._load_dir(log_dir)
+            except (OSError, LogDirectoryError) as exc:
+                self._fail_load(log_dir, exc)
+        if not any(log_dir.online for log_dir in self.dirs):
+            raise LogDirectoryError(f"no log directory could be loaded: {self.dirs}")
+        self.checkpoint()
+
+    def _load_dir(self, log_dir: LogDirectory) -> None:
+        clean = log_dir.clean_shutdown_marker.exists()
+        recovery_points = log_dir.read_checkpoint(log_dir.recovery_points)
+        log_starts = log_dir.read_checkpoint(log_dir.log_starts)
+        for directory in sorted(p for p in log_dir.path.iterdir() if p.is_dir()):
             if directory.name.endswith(DELETE_DIR_SUFFIX):
                 shutil.rmtree(directory, ignore_errors=True)
                 continue
             tp = parse_partition_dir(directory.name)
             if tp is None:
                 continue
+            if tp in self._dir_of:
+                raise StorageError(
+                    f"partition {tp[0]}-{tp[1]} is in both {self._dir_of[tp].path} and "
+                    f"{log_dir.path}: remove one copy"
+                )
+            self._dir_of[tp] = log_dir
             self.logs[tp] = PartitionLog(
                 directory,
                 self.config_for(tp[0]),
@@ -100,16 +124,25 @@ class LogManager:
                 log_start_offset=log_starts.get(tp, 0),
                 clean_shutdown=clean,
             )
-        marker.unlink(missing_ok=True)
-        self.checkpoint()
+        log_dir.clean_shutdown_marker.unlink(missing_ok=True)
 
-    @staticmethod
-    def _read_checkpoint(checkpoint: OffsetCheckpointFile) -> dict[TopicPartition, int]:
+    def _fail_load(self, log_dir: LogDirectory, exc: Exception) -> None:
+        log_dir.take_offline(f"loading failed: {exc}")
+        for tp in [tp for tp, d in self._dir_of.items() if d is log_dir]:
+            partition_log = self.logs.pop(tp, None)
+            if partition_log is not None:
+                partition_log.take_offline(str(exc))
+                partition_log.close()
+            self.offline_partitions.add(tp)
         try:
-            return checkpoint.read()
-        except ValueError as exc:
-            log.warning("ignoring damaged checkpoint: %s", exc)
-            return {}
+            names = [p.name for p in log_dir.path.iterdir()]
+        except OSError:
+            names = []
+        for name in names:
+            found = parse_partition_dir(name)
+            if found is not None:
+                self.offline_partitions.add(found)
+                self._dir_of.setdefault(found, log_dir)
 
     def _schedule_tasks(self) -> None:
         s = self._settings
@@ -138,19 +171,44 @@ class LogManager:
         return self.logs.get((topic, partition))
 
     def get_or_create(self, topic: str, partition: int) -> PartitionLog:
+        """The partition's log, created in the online directory that holds the fewest.
+        LogDirectoryError if it lives in an offline directory or none is online."""
         with self._lock:
             tp = (topic, partition)
-            if tp not in self.logs:
-                directory = self.data_dir / partition_dir_name(topic, partition)
+            if tp in self.logs:
+                return self.logs[tp]
+            if tp in self.offline_partitions:
+                raise LogDirectoryError(f"{topic}-{partition} is in an offline log directory")
+            log_dir = self._least_loaded_dir()
+            directory = log_dir.path / partition_dir_name(topic, partition)
+            try:
                 self.logs[tp] = PartitionLog(
-                    directory,
-                    self.config_for(topic),
-                    self._clock,
-                    self._scheduler,
+                    directory, self.config_for(topic), self._clock, self._scheduler,
                     clean_shutdown=True,
-                )
-                fsync_directory(self.data_dir)
+                )  # fmt: skip
+                fsync_directory(log_dir.path)
+            except OSError as exc:
+                self.logs.pop(tp, None)
+                shutil.rmtree(directory, ignore_errors=True)
+                if diskio.is_out_of_space(exc):
+                    raise LogWriteError(f"cannot create {topic}-{partition}: {exc}") from exc
+                self._take_dir_offline(log_dir, f"creating {topic}-{partition} failed: {exc}")
+                raise LogDirectoryError(f"cannot create {topic}-{partition}: {exc}") from exc
+            self._dir_of[tp] = log_dir
             return self.logs[tp]
+
+    def _least_loaded_dir(self) -> LogDirectory:
+        online = [d for d in self.dirs if d.online]
+        if not online:
+            raise LogDirectoryError("every log directory is offline")
+        counts = {id(d): 0 for d in online}
+        for d in self._dir_of.values():
+            if id(d) in counts:
+                counts[id(d)] += 1
+        return min(online, key=lambda d: counts[id(d)])
+
+    def log_dir_of(self, topic: str, partition: int) -> LogDirectory | None:
+        return self._dir_of.get((topic, partition))
 
     def set_topic_config(self, topic: str, config: LogConfig) -> None:
         with self._lock:
@@ -160,17 +218,25 @@ class LogManager:
                     partition_log.config = config
 
     def delete(self, topic: str, partition: int) -> None:
-        """Remove a partition: its directory is renamed away at once and removed."""
+        """Remove a partition: its files go at once (so deleting frees space on a full disk),
+        then its directory."""
         with self._lock:
             partition_log = self.logs.pop((topic, partition), None)
+            log_dir = self._dir_of.pop((topic, partition), None)
+            self.offline_partitions.discard((topic, partition))
         if partition_log is None:
             return
-        partition_log.delete()
-        doomed = partition_log.directory.with_name(
-            f"{partition_log.directory.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
-        )
-        partition_log.directory.rename(doomed)
-        shutil.rmtree(doomed, ignore_errors=True)
+        try:
+            partition_log.delete()
+            doomed = partition_log.directory.with_name(
+                f"{partition_log.directory.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+            )
+            partition_log.directory.rename(doomed)
+            shutil.rmtree(doomed, ignore_errors=True)
+        except OSError as exc:
+            log.warning("deleting %s-%d left files behind: %s", topic, partition, exc)
+        if log_dir is not None:
+            log_dir.note_freed()
         self.checkpoint()
 
     def __iter__(self) -> Iterator[tuple[TopicPartition, PartitionLog]]:
@@ -178,36 +244,115 @@ class LogManager:
             items = [] if self._closed else list(self.logs.items())
         return iter(items)
 
+    # ---- failures and free space --------------------------------------------------------------
+
+    def take_offline(self, topic: str, partition: int, reason: str) -> None:
+        """The partition's directory failed: every log in it goes offline."""
+        log_dir = self._dir_of.get((topic, partition))
+        if log_dir is not None:
+            self._take_dir_offline(log_dir, reason)
+
+    def _take_dir_offline(self, log_dir: LogDirectory, reason: str) -> None:
+        log_dir.take_offline(reason)
+        for tp, d in list(self._dir_of.items()):
+            if d is log_dir:
+                self.offline_partitions.add(tp)
+                partition_log = self.logs.get(tp)
+                if partition_log is not None:
+                    partition_log.take_offline(reason)
+
+    def free_space_shortfall(self, topic: str, partition: int, floor: int) -> str | None:
+        """Why an append to the partition must wait for space, or None if there is room."""
+        log_dir = self._dir_of.get((topic, partition))
+        if log_dir is None or floor <= 0:
+            return None
+        free = log_dir.free_bytes()
+        if free >= floor:
+            return None
+        return (
+            f"log directory {log_dir.path} has {free} bytes free, "
+            f"below log.dir.min.free.bytes={floor}"
+        )
+
+    def note_appended(self, topic: str, partition: int, size: int) -> None:
+        log_dir = self._dir_of.get((topic, partition))
+        if log_dir is not None:
+            log_dir.note_appended(size)
+
     # ---- background work ----------------------------------------------------------------------
 
+    def _each_online(self, action: Callable[[PartitionLog], T]) -> list[T]:
+        """`action` on every online log; a log whose directory fails takes it offline."""
+        results = []
+        for (topic, partition), partition_log in self:
+            if partition_log.offline_reason is not None:
+                continue
+            try:
+                results.append(action(partition_log))
+            except LogDirectoryError as exc:
+                self.take_offline(topic, partition, str(exc))
+            except OSError as exc:
+                if diskio.is_out_of_space(exc):
+                    log.warning("%s-%d: background work deferred: %s", topic, partition, exc)
+                else:
+                    self.take_offline(topic, partition, str(exc))
+        return results
+
     def cleanup_logs(self) -> int:
-        return sum(partition_log.delete_old_segments() for _, partition_log in self)
+        deleted = sum(self._each_online(lambda pl: pl.delete_old_segments()))
+        if deleted:
+            for log_dir in self.dirs:
+                log_dir.note_freed()
+        return deleted
 
     def flush_due_logs(self) -> None:
-        for _, partition_log in self:
-            partition_log.flush_if_due()
+        self._each_online(lambda pl: pl.flush_if_due())
 
     def compact_logs(self) -> int:
-        return sum(
-            self.cleaner.clean(partition_log)
-            for _, partition_log in self
-            if partition_log.config.compact
-        )
+        return sum(self._each_online(lambda pl: self.cleaner.clean(pl) if pl.config.compact else 0))
 
     def checkpoint(self) -> None:
         logs = list(self)
-        self._recovery_points.write({tp: pl.recovery_point for tp, pl in logs})
-        self._log_starts.write({tp: pl.log_start_offset for tp, pl in logs})
+        for _, partition_log in logs:
+            partition_log.epoch_cache.flush_if_dirty()
+        for log_dir in self.dirs:
+            if log_dir.online:
+                self._write_checkpoints(log_dir, logs)
+
+    def _write_checkpoints(
+        self, log_dir: LogDirectory, logs: list[tuple[TopicPartition, PartitionLog]]
+    ) -> bool:
+        mine = [(tp, pl) for tp, pl in logs if self._dir_of.get(tp) is log_dir]
+        return log_dir.write_checkpoints(
+            {tp: pl.recovery_point for tp, pl in mine},
+            {tp: pl.log_start_offset for tp, pl in mine},
+        )
 
     def close(self) -> None:
-        """Clean shutdown: flush, close, checkpoint, and leave the clean-shutdown marker.
-        Background tasks still scheduled afterwards find no logs and do nothing."""
+        """Clean shutdown: flush, close, checkpoint, and leave the clean-shutdown marker in each
+        directory whose logs all closed cleanly. Background tasks still scheduled afterwards
+        find no logs and do nothing."""
         logs = list(self)
         with self._lock:
             self._closed = True
-        for _, partition_log in logs:
-            partition_log.close()
-        self._recovery_points.write({tp: pl.recovery_point for tp, pl in logs})
-        self._log_starts.write({tp: pl.log_start_offset for tp, pl in logs})
-        (self.data_dir / CLEAN_SHUTDOWN_FILE).touch()
-        fsync_directory(self.data_dir)
+        unclean: set[int] = set()
+        for tp, partition_log in logs:
+            try:
+                partition_log.close()
+            except (LogDirectoryError, OSError) as exc:
+                log.error("%s-%d did not close cleanly: %s", tp[0], tp[1], exc)
+                unclean.add(id(self._dir_of.get(tp)))
+        for log_dir in self.dirs:
+            if log_dir.online:
+                self._write_checkpoints(log_dir, logs)
+                if id(log_dir) not in unclean:
+                    self._mark_clean(log_dir)
+
+    @staticmethod
+    def _mark_clean(log_dir: LogDirectory) -> None:
+        try:
+            log_dir.clean_shutdown_marker.touch()
+            fsync_directory(log_dir.path)
+        except OSError as exc:
+            log.warning("%s: clean shutdown not recorded (the next start recovers): %s",
+                        log_dir.path, exc)  # fmt: skip

@@ -11,6 +11,12 @@ may read; with replication it moves as followers catch up, on a single node it f
 offset below which everything is known to be on disk; after an unclean shutdown only segments
 at or above it are scanned.
 
+Failures: an append that fails for want of space (ENOSPC and the like) leaves the log exactly as
+it was and raises LogWriteError; writes succeed again once space returns. Any other failed write,
+flush or undo raises LogDirectoryError: the log's state on disk is unknown, and its owner takes
+the log directory offline (`take_offline`), after which appends and reads refuse with
+KAFKA_STORAGE_ERROR until a restart recovers the log from disk.
+
 Thread-safety: every public method holds the log's lock, so background tasks (retention,
 compaction, flush) may run on a scheduler thread while one owner appends and reads.
 """
@@ -25,6 +31,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from weir import diskio
 from weir.clock import Clock, Scheduler
 from weir.durable import TEMP_SUFFIX, fsync_directory
 from weir.records import (
@@ -37,16 +44,24 @@ from weir.records import (
     set_partition_leader_epoch,
 )
 from weir.storage.config import HW_LOG_END, TIMESTAMP_LOG_APPEND_TIME, LogConfig
-from weir.storage.errors import CorruptIndexError, InvalidOffsetError, OffsetOutOfRangeError
+from weir.storage.errors import (
+    CorruptIndexError,
+    InvalidOffsetError,
+    LogDirectoryError,
+    LogWriteError,
+    OffsetOutOfRangeError,
+)
 from weir.storage.files import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
     INDEX_SUFFIX,
     LEADER_EPOCH_CHECKPOINT,
     LOG_SUFFIX,
+    SEGMENT_SUFFIXES,
     SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
     parse_base_offset,
+    segment_path,
 )
 from weir.storage.leader_epoch import LeaderEpochCache
 from weir.storage.segment import FileSlice, LogSegment
@@ -105,6 +120,7 @@ class PartitionLog:
         self.log_start_offset = log_start_offset
         self.recovery_point = recovery_point
         self.load_report = LoadReport()
+        self.offline_reason: str | None = None
         self._load(clean_shutdown)
         self.log_end_offset = self.active_segment.next_offset()
         self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
@@ -255,6 +271,7 @@ class PartitionLog:
         buf = batch if not memoryview(batch).readonly else bytearray(batch)
         assert not isinstance(buf, bytes)
         with self._lock:
+            self._check_online()
             first = self.log_end_offset
             set_base_offset(buf, first)
             set_partition_leader_epoch(buf, leader_epoch)
@@ -270,6 +287,7 @@ class PartitionLog:
     def append_as_follower(self, batches: bytes | bytearray | memoryview) -> int:
         """Append batches that already carry offsets (replication). Returns the new LEO."""
         with self._lock:
+            self._check_online()
             for header in iter_batches(batches):
                 if header.base_offset < self.log_end_offset:
                     raise InvalidOffsetError(
@@ -282,15 +300,29 @@ class PartitionLog:
 
     def _append_located(self, buf: bytes | bytearray | memoryview, fields: HeaderFields) -> None:
         last = fields.base_offset + fields.last_offset_delta
-        segment = self._maybe_roll(len(buf), fields.max_timestamp, last)
-        segment.append(buf, fields.base_offset, last, fields.max_timestamp)
-        self.epoch_cache.assign(fields.partition_leader_epoch, fields.base_offset)
+        try:
+            self.epoch_cache.assign(fields.partition_leader_epoch, fields.base_offset)
+            segment = self._maybe_roll(len(buf), fields.max_timestamp, last)
+            segment.append(buf, fields.base_offset, last, fields.max_timestamp)
+        except OSError as exc:
+            if diskio.is_out_of_space(exc):
+                raise LogWriteError(f"{self.directory.name}: append failed: {exc}") from exc
+            raise LogDirectoryError(f"{self.directory.name}: append failed: {exc}") from exc
         self.log_end_offset = last + 1
         if self.config.high_watermark_policy == HW_LOG_END:
             self.high_watermark = self.log_end_offset
         self._unflushed_records += fields.records_count
         if self._unflushed_records >= self.config.flush_messages:
             self._flush()
+
+    def _check_online(self) -> None:
+        if self.offline_reason is not None:
+            raise LogDirectoryError(f"{self.directory.name} is offline: {self.offline_reason}")
+
+    def take_offline(self, reason: str) -> None:
+        """Refuse appends and reads from now on (its log directory failed)."""
+        with self._lock:
+            self.offline_reason = reason
 
     def _maybe_roll(self, size: int, max_timestamp: int, last_offset: int) -> LogSegment:
         active = self.active_segment
@@ -303,17 +335,30 @@ class PartitionLog:
             return self._roll()
 
     def _roll(self) -> LogSegment:
+        """A new active segment at the LEO. If it cannot be created, the previous one stays
+        active and the error is raised."""
         previous = self.active_segment
         if previous.size == 0:
             return previous
-        segment = self._new_segment(self.log_end_offset)
         previous.on_become_inactive()
+        try:
+            segment = self._new_segment(self.log_end_offset)
+        except BaseException:
+            previous.make_active()
+            raise
         self.segments.append(segment)
         fsync_directory(self.directory)
         return segment
 
     def _new_segment(self, base_offset: int) -> LogSegment:
-        return LogSegment(self.directory, base_offset, self.config, self._clock)
+        try:
+            return LogSegment(self.directory, base_offset, self.config, self._clock)
+        except BaseException:
+            log_path = segment_path(self.directory, base_offset, LOG_SUFFIX)
+            if not log_path.exists() or log_path.stat().st_size == 0:
+                for suffix in SEGMENT_SUFFIXES:
+                    segment_path(self.directory, base_offset, suffix).unlink(missing_ok=True)
+            raise
 
     # ---- flush --------------------------------------------------------------------------------
 
@@ -327,9 +372,14 @@ class PartitionLog:
                 self._flush()
 
     def _flush(self) -> None:
+        """fdatasync what is not yet on disk. A failed sync may have lost written pages, so it
+        is never retried as if nothing happened: LogDirectoryError."""
         start = self._segment_index_for(self.recovery_point)
-        for segment in self.segments[start:]:
-            os.fdatasync(segment.fd)
+        try:
+            for segment in self.segments[start:]:
+                diskio.sync(segment.fd, diskio.SEGMENT, data_only=True)
+        except OSError as exc:
+            raise LogDirectoryError(f"{self.directory.name}: flush failed: {exc}") from exc
         self.recovery_point = self.log_end_offset
         self._unflushed_records = 0
         self._last_flush_ms = self._clock.monotonic_ms()
@@ -349,6 +399,7 @@ class PartitionLog:
         """Whole batches starting with the one that holds `offset`, below `max_offset` (the HW
         unless given). Raises OffsetOutOfRangeError outside [log start offset, LEO]."""
         with self._lock:
+            self._check_online()
             bound = self.high_watermark if max_offset is None else max_offset
             if offset < self.log_start_offset or offset > self.log_end_offset:
                 raise OffsetOutOfRangeError(
@@ -473,6 +524,8 @@ class PartitionLog:
         the time and size limits; return how many were deleted."""
         with self._lock:
             doomed = self._segments_to_delete(retention)
+            if doomed and doomed[-1] is self.active_segment:
+                self._roll()
             for segment in doomed:
                 self._delete_segment(segment)
             if doomed:
@@ -484,8 +537,14 @@ class PartitionLog:
         now = self._clock.milliseconds()
         remaining = self.size
         doomed = []
-        for i, segment in enumerate(self.segments[:-1]):
-            below_start = self._segment_end(i) <= self.log_start_offset
+        for i, segment in enumerate(self.segments):
+            if segment.size == 0:
+                break
+            active = segment is self.active_segment
+            end = self.log_end_offset if active else self._segment_end(i)
+            below_start = end <= self.log_start_offset
+            if active and not below_start:
+                break  # retention keeps the active segment; records deleted up to the LEO do not
             expired = self.config.delete and 0 <= self.config.retention_ms < (
                 now - segment.largest_timestamp
             )
@@ -527,13 +586,33 @@ class PartitionLog:
     # ---- lifecycle ----------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Flush and close every segment; indexes are trimmed so a restart need not rescan."""
+        """Flush and close every segment; indexes are trimmed so a restart need not rescan.
+        Raises LogDirectoryError (after closing everything) if data may not be on disk."""
         with self._lock:
-            self._flush()
-            for segment in self.segments:
-                segment.on_become_inactive()
-                segment.flush()
-                segment.close()
+            if self.offline_reason is not None:
+                self._close_segments()
+                return
+            try:
+                self._flush()
+                for segment in self.segments:
+                    self._finish_segment(segment)
+            finally:
+                self._close_segments()
+
+    def _finish_segment(self, segment: LogSegment) -> None:
+        try:
+            segment.on_become_inactive()
+        except OSError as exc:
+            # Only the active segment's final time entry is lost: a load reads it from the log.
+            log.warning("%s: indexes not trimmed at close: %s", segment.log_path, exc)
+        try:
+            segment.flush()
+        except OSError as exc:
+            raise LogDirectoryError(f"{segment.log_path}: flush at close failed: {exc}") from exc
+
+    def _close_segments(self) -> None:
+        for segment in self.segments:
+            segment.close()
 
     def delete(self) -> None:
         with self._lock:

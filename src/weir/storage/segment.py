@@ -15,11 +15,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from weir import diskio
 from weir.clock import Clock
 from weir.records import HEADER_SIZE, LOG_OVERHEAD, MAGIC_V2, BatchHeader
 from weir.records.record import iter_records
 from weir.storage.config import LogConfig
-from weir.storage.errors import CorruptIndexError
+from weir.storage.errors import CorruptIndexError, LogDirectoryError
 from weir.storage.files import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_path
 from weir.storage.index import OffsetIndex, TimeIndex
 
@@ -57,6 +58,19 @@ class BatchLocation:
 
 
 @dataclass(frozen=True, slots=True)
+class _TailState:
+    """What an append changes, kept so that a failed one can be undone."""
+
+    size: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    bytes_since_last_index_entry: int
+    rolling_timestamp: int | None
+    offset_entries: int
+    time_entries: int
+
+
+@dataclass(frozen=True, slots=True)
 class RecoveryResult:
     valid_bytes: int
     truncated_bytes: int
@@ -83,12 +97,22 @@ class LogSegment:
         self.size = os.fstat(self.fd).st_size
         self.created_ms = clock.milliseconds()
         max_index = config.segment_index_bytes
-        self.offset_index = OffsetIndex(
-            segment_path(directory, base_offset, INDEX_SUFFIX, transit), base_offset, max_index
-        )
-        self.time_index = TimeIndex(
-            segment_path(directory, base_offset, TIME_INDEX_SUFFIX, transit), base_offset, max_index
-        )
+        try:
+            self.offset_index = OffsetIndex(
+                segment_path(directory, base_offset, INDEX_SUFFIX, transit), base_offset, max_index
+            )
+            try:
+                self.time_index = TimeIndex(
+                    segment_path(directory, base_offset, TIME_INDEX_SUFFIX, transit),
+                    base_offset,
+                    max_index,
+                )
+            except BaseException:
+                self.offset_index.close()
+                raise
+        except BaseException:
+            os.close(self.fd)
+            raise
         self.bytes_since_last_index_entry = 0
         last_time = self.time_index.last_entry
         self.max_timestamp, self.offset_of_max_timestamp = last_time or (-1, base_offset)
@@ -103,15 +127,49 @@ class LogSegment:
         last_offset: int,
         max_timestamp: int,
     ) -> None:
-        """Append one batch whose offsets are already assigned. Indexes follow the interval."""
-        position = self.size
-        written = os.write(self.fd, batch)
-        if written != len(batch):
-            raise OSError(f"short write to {self.log_path}: {written} of {len(batch)}")
-        self.size += written
-        if self.rolling_timestamp is None:
-            self.rolling_timestamp = max_timestamp
-        self._track(position, base_offset, last_offset, written, max_timestamp)
+        """Append one batch whose offsets are already assigned. Indexes follow the interval.
+
+        All or nothing: when a write fails (a full disk, a short write, an I/O error) the log and
+        its indexes are cut back to where they were and the OSError is raised; nothing is ever
+        appended after bytes that recovery would cut. If the cut-back fails too, the segment's
+        state is unknown: LogDirectoryError."""
+        before = self._tail_state()
+        try:
+            diskio.write_all(self.fd, batch, diskio.SEGMENT)
+            self.size += len(batch)
+            if self.rolling_timestamp is None:
+                self.rolling_timestamp = max_timestamp
+            self._track(before.size, base_offset, last_offset, len(batch), max_timestamp)
+        except Exception as exc:
+            self._restore(before, exc)
+            raise
+
+    def _tail_state(self) -> _TailState:
+        return _TailState(
+            self.size,
+            self.max_timestamp,
+            self.offset_of_max_timestamp,
+            self.bytes_since_last_index_entry,
+            self.rolling_timestamp,
+            self.offset_index.entries,
+            self.time_index.entries,
+        )
+
+    def _restore(self, state: _TailState, cause: Exception) -> None:
+        """Undo a failed append: cut the log and indexes back to `state`."""
+        try:
+            diskio.truncate(self.fd, state.size, diskio.SEGMENT)
+            self.offset_index.truncate_to_entries(state.offset_entries)
+            self.time_index.truncate_to_entries(state.time_entries)
+        except OSError as exc:
+            raise LogDirectoryError(
+                f"{self.log_path}: cannot undo a failed append ({cause}): {exc}"
+            ) from exc
+        self.size = state.size
+        self.max_timestamp = state.max_timestamp
+        self.offset_of_max_timestamp = state.offset_of_max_timestamp
+        self.bytes_since_last_index_entry = state.bytes_since_last_index_entry
+        self.rolling_timestamp = state.rolling_timestamp
 
     def _track(self, position: int, base: int, last: int, size: int, max_ts: int) -> None:
         if max_ts > self.max_timestamp:
@@ -242,7 +300,7 @@ class LogSegment:
         valid, reason = self._scan_valid_prefix(on_batch)
         truncated = self.size - valid
         if truncated:
-            os.ftruncate(self.fd, valid)
+            diskio.truncate(self.fd, valid, diskio.SEGMENT)
             self.size = valid
         self.time_index.append_final(self.max_timestamp, self.offset_of_max_timestamp)
         return RecoveryResult(valid, truncated, reason)
@@ -286,7 +344,7 @@ class LogSegment:
         self.offset_index.truncate_to(batch.base_offset)
         self.time_index.truncate_to(batch.base_offset)
         removed = self.size - position
-        os.ftruncate(self.fd, position)
+        diskio.truncate(self.fd, position, diskio.SEGMENT)
         self.size = position
         self.reload_tail_state()
         return removed
@@ -337,7 +395,7 @@ class LogSegment:
         self.time_index.resize(self.config.segment_index_bytes)
 
     def flush(self) -> None:
-        os.fsync(self.fd)
+        diskio.sync(self.fd, diskio.SEGMENT)
         self.offset_index.flush()
         self.time_index.flush()
 

@@ -88,9 +88,13 @@ class GroupStore:
         records = [Record(offset=i, timestamp=now, key=k, value=v)
                    for i, (k, v) in enumerate(entries)]  # fmt: skip
         batch = build_batch(records, spec=BatchSpec(compression=Compression.NONE))
-        result = self._replicas.append(OFFSETS_TOPIC, self.partition_for(group_id), batch)
+        result = self._replicas.append(
+            OFFSETS_TOPIC, self.partition_for(group_id), batch, reserve_exempt=True
+        )
         if result.error is ErrorCode.message_too_large:
             return ErrorCode.unknown_server_error  # what Kafka answers for an oversized group
+        if result.error is ErrorCode.kafka_storage_error:
+            return ErrorCode.not_coordinator  # as Kafka: the client finds the coordinator again
         return result.error
 
     def ensure(self) -> None:

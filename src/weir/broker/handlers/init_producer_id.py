@@ -4,6 +4,7 @@ request (v3+, KIP-360) get the epoch bumped; transactional ids are not supported
 from __future__ import annotations
 
 import datetime
+import logging
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -11,6 +12,8 @@ from kio.schema.errors import ErrorCode
 from weir.broker.context import BrokerContext, make
 from weir.protocol.apis import ApiKey
 from weir.protocol.codec import Request, response_module
+
+log = logging.getLogger(__name__)
 
 MAX_EPOCH = 2**15 - 1
 
@@ -31,7 +34,17 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
     if producer_id >= 0 and 0 <= epoch < MAX_EPOCH:
         epoch += 1
     else:
-        producer_id, epoch = broker.producer_ids.next_id(), 0
+        try:
+            producer_id, epoch = broker.producer_ids.next_id(), 0
+        except OSError as exc:  # a new block of ids could not be recorded (a full disk)
+            log.warning("no producer id: %s", exc)
+            return make(
+                m.InitProducerIdResponse,
+                throttle_time=datetime.timedelta(0),
+                error_code=ErrorCode.coordinator_not_available,
+                producer_id=-1,
+                producer_epoch=-1,
+            )
     return make(
         m.InitProducerIdResponse,
         throttle_time=datetime.timedelta(0),

@@ -1,5 +1,6 @@
 """Metadata (3): brokers, cluster id, controller, and topics with their partitions; creates
-requested topics when auto-creation is allowed by the request and the broker."""
+requested topics when auto-creation is allowed by the request and the broker. A partition in an
+offline log directory has no leader and lists this broker among its offline replicas."""
 
 from __future__ import annotations
 
@@ -87,6 +88,13 @@ def _topic(m: Any, broker: BrokerContext, info: TopicInfo) -> Any:
     for index in range(info.partitions):
         partition = broker.replicas.get(info.name, index)
         epoch = partition.leader_epoch if partition is not None else 0
+        if broker.replicas.is_offline(info.name, index):
+            partitions.append(make(
+                m.MetadataResponsePartition, error_code=ErrorCode.leader_not_available,
+                partition_index=index, leader_id=-1, leader_epoch=epoch, replica_nodes=(node,),
+                isr_nodes=(), offline_replicas=(node,),
+            ))  # fmt: skip
+            continue
         partitions.append(make(
             m.MetadataResponsePartition, error_code=ErrorCode.none, partition_index=index,
             leader_id=node, leader_epoch=epoch, replica_nodes=(node,), isr_nodes=(node,),
