@@ -6,9 +6,10 @@ produces and a test can make chosen calls fail in a real process.
 
 Fault injection: `install_faults(FaultPlan.parse(text))`, or the environment variable
 `WEIR_DISK_FAULTS` read by `install_faults_from_environment()` at process start. The text is a
-comma-separated list of rules `KIND:OP:N[+]:ERRNO`: the N-th call (1-based, counted per kind and
-operation in this process) fails with that errno, and with `N+` every later call too. A failing
-write first writes half of its bytes, as a write that runs out of space does.
+comma-separated list of rules `KIND:OP:N[+]:ERRNO[:PATH]`: the N-th call (1-based, counted per
+rule in this process) of that kind and operation, on a file under PATH if one is given, fails with
+that errno, and with `N+` every later call too. A failing write first writes half of its bytes, as
+a write that runs out of space does.
 
 Nothing here knows about logs or brokers; it only names files' kinds.
 """
@@ -52,6 +53,7 @@ class FaultRule:
     call: int
     errno: int
     and_later: bool = False
+    path: str | None = None
 
     def fires(self, count: int) -> bool:
         return count == self.call or (self.and_later and count > self.call)
@@ -62,30 +64,42 @@ class FaultPlan:
 
     def __init__(self, rules: list[FaultRule]) -> None:
         self.rules = rules
-        self._counts: dict[tuple[str, str], int] = {}
+        self._counts = [0] * len(rules)
         self._lock = threading.Lock()
 
     @classmethod
     def parse(cls, text: str) -> FaultPlan:
         return cls([_parse_rule(part.strip()) for part in text.split(",") if part.strip()])
 
-    def check(self, kind: str, operation: str) -> int | None:
-        """Count this call; the errno it must fail with, or None."""
-        with self._lock:
-            key = (kind, operation)
-            count = self._counts.get(key, 0) + 1
-            self._counts[key] = count
-        for rule in self.rules:
-            if rule.kind == kind and rule.operation == operation and rule.fires(count):
-                return rule.errno
-        return None
+    def check(self, kind: str, operation: str, fd: int) -> int | None:
+        """Count this call against the rules it matches; the errno it must fail with, or None."""
+        failure = None
+        for i, rule in enumerate(self.rules):
+            if rule.kind != kind or rule.operation != operation:
+                continue
+            if rule.path is not None and not _fd_path(fd).startswith(rule.path):
+                continue
+            with self._lock:
+                self._counts[i] += 1
+                count = self._counts[i]
+            if failure is None and rule.fires(count):
+                failure = rule.errno
+        return failure
+
+
+def _fd_path(fd: int) -> str:
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return ""
 
 
 def _parse_rule(text: str) -> FaultRule:
-    parts = text.split(":")
-    if len(parts) != 4:
-        raise ValueError(f"disk fault {text!r} is not KIND:OP:N[+]:ERRNO")
-    kind, operation, call, name = parts
+    parts = text.split(":", 4)
+    if len(parts) not in (4, 5):
+        raise ValueError(f"disk fault {text!r} is not KIND:OP:N[+]:ERRNO[:PATH]")
+    kind, operation, call, name = parts[:4]
+    path = os.path.abspath(parts[4]) if len(parts) == 5 else None
     if kind not in KINDS:
         raise ValueError(f"disk fault {text!r}: kind must be one of {', '.join(KINDS)}")
     if operation not in OPERATIONS:
@@ -97,7 +111,7 @@ def _parse_rule(text: str) -> FaultRule:
     code = getattr(errno, name, None)
     if not isinstance(code, int):
         raise ValueError(f"disk fault {text!r}: unknown errno {name!r}")
-    return FaultRule(kind, operation, int(number), code, and_later)
+    return FaultRule(kind, operation, int(number), code, and_later, path)
 
 
 _plan: FaultPlan | None = None
@@ -115,8 +129,8 @@ def install_faults_from_environment(environ: Mapping[str, str] = os.environ) -> 
     return plan
 
 
-def _injected(kind: str, operation: str) -> int | None:
-    return None if _plan is None else _plan.check(kind, operation)
+def _injected(kind: str, operation: str, fd: int) -> int | None:
+    return None if _plan is None else _plan.check(kind, operation, fd)
 
 
 def _fail(code: int, kind: str, operation: str) -> OSError:
@@ -125,7 +139,7 @@ def _fail(code: int, kind: str, operation: str) -> OSError:
 
 def write(fd: int, data: bytes | bytearray | memoryview, kind: str) -> int:
     """os.write; returns the bytes written, which may be fewer than asked."""
-    code = _injected(kind, WRITE)
+    code = _injected(kind, WRITE, fd)
     if code is not None:
         os.write(fd, memoryview(data)[: len(data) // 2])
         raise _fail(code, kind, WRITE)
@@ -133,7 +147,7 @@ def write(fd: int, data: bytes | bytearray | memoryview, kind: str) -> int:
 
 
 def pwrite(fd: int, data: bytes | bytearray | memoryview, offset: int, kind: str) -> int:
-    code = _injected(kind, WRITE)
+    code = _injected(kind, WRITE, fd)
     if code is not None:
         raise _fail(code, kind, WRITE)
     return os.pwrite(fd, data, offset)
@@ -150,14 +164,14 @@ def write_all(fd: int, data: bytes | bytearray | memoryview, kind: str) -> None:
 
 
 def truncate(fd: int, size: int, kind: str) -> None:
-    code = _injected(kind, TRUNCATE)
+    code = _injected(kind, TRUNCATE, fd)
     if code is not None:
         raise _fail(code, kind, TRUNCATE)
     os.ftruncate(fd, size)
 
 
 def sync(fd: int, kind: str, *, data_only: bool = False) -> None:
-    code = _injected(kind, SYNC)
+    code = _injected(kind, SYNC, fd)
     if code is not None:
         raise _fail(code, kind, SYNC)
     if data_only:

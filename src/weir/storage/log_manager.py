@@ -175,10 +175,10 @@ class LogManager:
         LogDirectoryError if it lives in an offline directory or none is online."""
         with self._lock:
             tp = (topic, partition)
-            if tp in self.logs:
-                return self.logs[tp]
             if tp in self.offline_partitions:
                 raise LogDirectoryError(f"{topic}-{partition} is in an offline log directory")
+            if tp in self.logs:
+                return self.logs[tp]
             log_dir = self._least_loaded_dir()
             directory = log_dir.path / partition_dir_name(topic, partition)
             try:

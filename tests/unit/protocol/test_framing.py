@@ -130,3 +130,12 @@ def test_arbitrary_bytes_give_frames_or_a_remote_protocol_error(
                 assert len(payload) <= max_frame
     except RemoteProtocolError:
         pass
+
+
+def test_the_size_of_the_frame_being_received_is_known_from_its_prefix() -> None:
+    decoder = FrameDecoder(1000)
+    assert decoder.next_frame_size is None
+    decoder.receive_data(frame(b"x" * 300)[:3])
+    assert decoder.next_frame_size is None
+    decoder.receive_data(frame(b"x" * 300)[3:10])
+    assert decoder.next_frame_size == 300 and decoder.next_frame() is NEED_DATA
