@@ -18,8 +18,19 @@ IN_CI = os.environ.get("CI") == "true"
 class BrokerProcess:
     """One `weir broker start` child. `restart()` keeps the data directory and the port."""
 
-    def __init__(self, data_dir: Path, *, config: dict[str, object] | None = None) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        config: dict[str, object] | None = None,
+        env: dict[str, str] | None = None,
+        prefix: list[str] | None = None,
+    ) -> None:
+        """`env`: variables added to this environment for the child; `prefix`: a command the
+        broker runs under (e.g. `prlimit --nofile=256:256`)."""
         self.data_dir = data_dir
+        self.env = env
+        self.prefix = prefix or []
         self.config_file: Path | None = None
         if config:
             self.config_file = data_dir.parent / f"{data_dir.name}.toml"
@@ -29,19 +40,25 @@ class BrokerProcess:
         self.log_path = data_dir.parent / f"{data_dir.name}.log"
 
     @property
+    def pid(self) -> int:
+        assert self.process is not None, "the broker is not running"
+        return self.process.pid
+
+    @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 30) -> None:
         ready = self.data_dir.parent / f"{self.data_dir.name}.ready"
         ready.unlink(missing_ok=True)
-        command = [sys.executable, "-m", "weir.cli.main", "broker", "start",
+        command = [*self.prefix, sys.executable, "-m", "weir.cli.main", "broker", "start",
                    "--data-dir", str(self.data_dir), "--listen", f"127.0.0.1:{self.port}",
                    "--ready-file", str(ready)]  # fmt: skip
         if self.config_file is not None:
             command += ["--config", str(self.config_file)]
         log = open(self.log_path, "ab")  # noqa: SIM115 - the child owns it
-        self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        env = None if self.env is None else {**os.environ, **self.env}
+        self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
         log.close()
         deadline = time.monotonic() + timeout
         while not ready.exists() or not ready.read_text().strip():

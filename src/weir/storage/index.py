@@ -7,11 +7,12 @@ strictly increasing; an entry says "batches up to this offset have timestamps up
 
 Files are pre-allocated (sparse) to `max_index_size` while their segment is active and trimmed
 to the valid entries when it rolls. Entries are written with `pwrite` and read through a
-read-only mapping of the same pages: a store into a mapped page that a full disk cannot back
-would kill the process (SIGBUS), where `pwrite` fails with ENOSPC and leaves the index as it
-was. On open, the valid entries are the prefix before the first all-zero entry: no index records
-position 0 or timestamp 0 at its base offset, so an all-zero entry is unused space. `validate`
-checks the entries before they are trusted after an unclean shutdown.
+read-only mapping of the same pages, only where entries were written: a store into a mapped
+page that a full disk cannot back, or on tmpfs any touch of a mapped hole, kills the process
+(SIGBUS), where `pwrite` fails with ENOSPC and leaves the index as it was. On open, the valid
+entries are the prefix before the first all-zero entry: no index records position 0 or timestamp 0
+at its base offset, so an all-zero entry is unused space. `validate` checks the entries before they
+are trusted after an unclean shutdown.
 
 Thread-safety: none. The owning LogSegment serialises access.
 """
@@ -70,19 +71,26 @@ class _MappedIndex:
         return pair
 
     def _count_valid_entries(self) -> int:
-        """Entries before the first all-zero entry (after entry 0), found by binary search."""
+        """Entries before the first all-zero entry (after entry 0), found by binary search.
+        Reads with pread, not through the mapping: the unused tail may be a hole, and on tmpfs
+        touching a mapped hole allocates a page, which a full file system answers with SIGBUS."""
         lo, hi = 1, self.capacity
         if hi == 0:
             return 0
         while lo < hi:
             mid = (lo + hi) // 2
-            if self._raw(mid) == (0, 0):
+            if self._read_entry(mid) == (0, 0):
                 hi = mid
             else:
                 lo = mid + 1
-        if lo == 1 and self._raw(0) == (0, 0):
+        if lo == 1 and self._read_entry(0) == (0, 0):
             return 0  # an index never records position 0 / timestamp 0 at the base offset
         return lo
+
+    def _read_entry(self, i: int) -> tuple[int, int]:
+        raw = os.pread(self._fd, self.entry_size, i * self.entry_size)
+        pair: tuple[int, int] = self.ENTRY.unpack(raw)
+        return pair
 
     def _write(self, i: int, a: int, b: int) -> None:
         if self._mmap is None or i >= self.capacity:
