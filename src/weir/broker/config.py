@@ -1,8 +1,8 @@
 """Broker configuration: Kafka's broker setting names, from a TOML file and command-line flags.
 
 A TOML file holds a flat table of Kafka-style names (`"log.segment.bytes" = 1048576` or nested
-`[log] segment.bytes = ...`); flags override it. Topic-level defaults (`log.*` names) become the
-LogConfig every topic starts from.
+`[log] segment.bytes = ...`); flags override it. Topic-level defaults (the broker synonyms of the
+topic-config table, `log.*` and a few others) become the LogConfig every topic starts from.
 """
 
 from __future__ import annotations
@@ -14,24 +14,28 @@ from pathlib import Path
 from typing import Any
 
 from weir.storage import LogConfig
+from weir.storage.config import BROKER_SYNONYMS, TOPIC_CONFIGS
 
-#: broker setting -> topic setting it provides the default for (Kafka's naming)
-TOPIC_DEFAULTS = {
-    "log.segment.bytes": "segment.bytes",
-    "log.roll.ms": "segment.ms",
-    "log.index.size.max.bytes": "segment.index.bytes",
-    "log.index.interval.bytes": "index.interval.bytes",
-    "log.flush.interval.messages": "flush.messages",
-    "log.flush.interval.ms": "flush.ms",
-    "log.retention.ms": "retention.ms",
-    "log.retention.bytes": "retention.bytes",
-    "log.cleanup.policy": "cleanup.policy",
-    "log.cleaner.delete.retention.ms": "delete.retention.ms",
-    "log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",
-    "log.segment.delete.delay.ms": "file.delete.delay.ms",
-    "message.max.bytes": "max.message.bytes",
-    "log.message.timestamp.type": "message.timestamp.type",
+#: broker settings in other units that also set a topic default: name -> (topic config, factor).
+#: Kafka reads them when the `.ms` form is absent, as here: the `.ms` form wins.
+SCALED_SYNONYMS = {
+    "log.retention.hours": ("retention.ms", 3_600_000),
+    "log.retention.minutes": ("retention.ms", 60_000),
+    "log.roll.hours": ("segment.ms", 3_600_000),
+    "log.roll.jitter.hours": ("segment.jitter.ms", 3_600_000),
 }
+#: command-line flags (BrokerConfig fields) -> the Kafka setting each stands for
+FLAG_SETTINGS = {
+    "data_dir": "log.dirs",
+    "node_id": "node.id",
+    "listen_host": "listeners",
+    "listen_port": "listeners",
+    "advertised_host": "advertised.listeners",
+    "advertised_port": "advertised.listeners",
+    "rack": "broker.rack",
+    "zookeeper": "zookeeper.connect",
+}
+_NOT_SETTINGS = {"log_defaults", "explicit", "data_dir", "log_dirs", *FLAG_SETTINGS}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -65,6 +69,7 @@ class BrokerConfig:
     offsets_retention_minutes: int = 7 * 24 * 60
     offset_metadata_max_bytes: int = 4096
     log_defaults: LogConfig = field(default_factory=LogConfig)
+    explicit: frozenset[str] = frozenset()  # Kafka names set in the file or by flags
 
     @property
     def all_log_dirs(self) -> tuple[Path, ...]:
@@ -83,16 +88,22 @@ class BrokerConfig:
         given = {k: v for k, v in overrides.items() if v is not None}
         if "data_dir" in given:
             given["log_dirs"] = ()
-        return cls.from_settings(settings, **given)
+        flagged = {FLAG_SETTINGS[k] for k in given if k in FLAG_SETTINGS}
+        config = cls.from_settings(settings, **given)
+        return replace(config, explicit=config.explicit | flagged)
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any], **overrides: Any) -> BrokerConfig:
         own = {f.name for f in fields(cls)}
         values: dict[str, Any] = {}
         topic: dict[str, str] = {}
-        for name, value in settings.items():
-            if name in TOPIC_DEFAULTS:
-                topic[TOPIC_DEFAULTS[name]] = _config_text(value)
+        scaled_first = sorted(settings.items(), key=lambda item: item[0] not in SCALED_SYNONYMS)
+        for name, value in scaled_first:
+            if name in BROKER_SYNONYMS:
+                topic[BROKER_SYNONYMS[name]] = _config_text(value)
+            elif name in SCALED_SYNONYMS:
+                topic_name, factor = SCALED_SYNONYMS[name]
+                topic[topic_name] = str(int(value) * factor)
             elif name in ("listeners", "listen"):
                 values["listen_host"], values["listen_port"] = parse_host_port(str(value))
             elif name in ("advertised.listeners", "advertise"):
@@ -103,7 +114,7 @@ class BrokerConfig:
                 values[name.replace(".", "_")] = value
             else:
                 raise ValueError(f"unknown broker setting {name!r}")
-        config = cls(**values)
+        config = cls(**values, explicit=frozenset(settings))
         if topic:
             config = replace(config, log_defaults=LogConfig.from_properties(topic))
         if "data_dir" in values:
@@ -113,24 +124,27 @@ class BrokerConfig:
         return replace(config, **overrides)
 
     def broker_configs(self) -> dict[str, str]:
-        """Kafka-named settings for DescribeConfigs on the broker resource."""
-        topic = self.log_defaults.to_properties()
-        out = {broker: topic[t] for broker, t in TOPIC_DEFAULTS.items() if t in topic}
-        out.update({
-            "broker.id": str(self.node_id), "node.id": str(self.node_id),
-            "auto.create.topics.enable": str(self.auto_create_topics_enable).lower(),
-            "num.partitions": str(self.num_partitions),
-            "default.replication.factor": str(self.default_replication_factor),
-            "socket.request.max.bytes": str(self.socket_request_max_bytes),
+        """Every broker setting weir has, by Kafka name, as DescribeConfigs shows it."""
+        host, port = self.advertised
+        out = {
+            "node.id": str(self.node_id),
+            "broker.id": str(self.node_id),
+            "listeners": f"PLAINTEXT://{self.listen_host}:{self.listen_port}",
+            "advertised.listeners": f"PLAINTEXT://{host}:{port}",
             "log.dirs": ",".join(str(d) for d in self.all_log_dirs),
-            "log.dir.min.free.bytes": str(self.log_dir_min_free_bytes),
-            "max.connections": str(self.max_connections),
-            "max.connections.per.ip": str(self.max_connections_per_ip),
-            "queued.max.request.bytes": str(self.queued_max_request_bytes),
-        })  # fmt: skip
+        }
         if self.rack:
             out["broker.rack"] = self.rack
-        return out
+        if self.zookeeper:
+            out["zookeeper.connect"] = self.zookeeper
+        for f in fields(self):
+            if f.name not in _NOT_SETTINGS:
+                out[f.name.replace("_", ".")] = _config_text(getattr(self, f.name))
+        for definition in TOPIC_CONFIGS:
+            if definition.broker_name:
+                value = getattr(self.log_defaults, definition.field_name)
+                out[definition.broker_name] = definition.text(value)
+        return dict(sorted(out.items()))
 
 
 def parse_host_port(text: str) -> tuple[str, int]:

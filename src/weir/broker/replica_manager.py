@@ -23,7 +23,15 @@ from kio.schema.errors import ErrorCode
 
 from weir.broker.producer_state import ProducerStateError, ProducerStateManager
 from weir.clock import Clock
-from weir.records import BatchHeader, RecordError, validate_batch
+from weir.records import (
+    BatchHeader,
+    Compression,
+    RecordError,
+    check_keys,
+    check_timestamps,
+    recompress,
+    validate_batch,
+)
 from weir.storage import FileSlice, LogConfig, LogManager, OffsetOutOfRangeError, PartitionLog
 from weir.storage.errors import LogDirectoryError, LogWriteError, StorageError
 
@@ -34,6 +42,16 @@ EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 LEADER_EPOCH = 0
 REFUSAL_LOG_INTERVAL_MS = 10_000
+ACKS_ALL = -1
+ISR_SIZE = 1  # a single node is its partitions' only replica
+#: compression.type values other than `producer` -> the codec the broker stores batches with
+STORED_CODEC = {
+    "uncompressed": Compression.NONE,
+    "gzip": Compression.GZIP,
+    "snappy": Compression.SNAPPY,
+    "lz4": Compression.LZ4,
+    "zstd": Compression.ZSTD,
+}
 
 
 @dataclass(slots=True)
@@ -59,6 +77,7 @@ class AppendResult:
     log_append_time: int = -1
     log_start_offset: int = -1
     message: str | None = None
+    record_errors: tuple[tuple[int, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,10 +153,17 @@ class ReplicaManager:
     # ---- produce ------------------------------------------------------------------------------
 
     def append(
-        self, topic: str, index: int, records: bytes | None, *, reserve_exempt: bool = False
+        self,
+        topic: str,
+        index: int,
+        records: bytes | None,
+        *,
+        acks: int = 1,
+        reserve_exempt: bool = False,
     ) -> AppendResult:
-        """Validate and append one batch. `reserve_exempt` appends below the free-space floor
-        (the broker's own small internal writes, which the floor exists to make room for)."""
+        """Validate and append one batch under its topic's rules. `reserve_exempt` appends below
+        the free-space floor (the broker's own small internal writes, which the floor exists to
+        make room for)."""
         partition = self.partitions.get((topic, index))
         if partition is None or partition.log.offline_reason is not None:
             return self._missing_or_offline(topic, index)
@@ -150,20 +176,40 @@ class ReplicaManager:
                 max_message_bytes=config.max_message_bytes,
                 check_records=self._validate_records,
             )
+            self._check_topic_rules(partition, header)
             duplicate = partition.producers.check(header.fields())
         except RecordError as exc:
-            return AppendResult(ErrorCode(exc.error_code), message=str(exc))
+            return AppendResult(
+                ErrorCode(exc.error_code), message=str(exc), record_errors=exc.record_errors
+            )
         except ProducerStateError as exc:
             return AppendResult(ErrorCode(exc.error_code), message=str(exc))
         if duplicate is not None:
             return AppendResult(
                 ErrorCode.none, duplicate.first_offset, -1, partition.log.log_start_offset
             )
+        if acks == ACKS_ALL and config.min_insync_replicas > ISR_SIZE:
+            message = (
+                f"The size of the current ISR {ISR_SIZE} is insufficient to satisfy the min.isr "
+                f"requirement of {config.min_insync_replicas} for partition {topic}-{index}"
+            )
+            return AppendResult(ErrorCode.not_enough_replicas, message=message)
         if not reserve_exempt:
             shortfall = self.log_manager.free_space_shortfall(topic, index, self._min_free_bytes)
             if shortfall is not None:
                 return self._refuse(partition, shortfall)
-        return self._append_validated(partition, records)
+        return self._append_validated(partition, _stored_form(records, header, config))
+
+    def _check_topic_rules(self, partition: Partition, header: BatchHeader) -> None:
+        """What the topic's configs demand of every record: keys on a compacted topic, and
+        timestamps within message.timestamp.before/after.max.ms of the broker's clock."""
+        config = partition.log.config
+        if config.compact:
+            check_keys(header, f"{partition.topic}-{partition.index}")
+        bounds = config.timestamp_bounds
+        if bounds is not None:
+            now = self._clock.milliseconds()
+            check_timestamps(header, now - bounds[0], _saturated(now + bounds[1]))
 
     def _missing_or_offline(self, topic: str, index: int) -> AppendResult:
         if self.is_offline(topic, index):
@@ -327,3 +373,21 @@ class ReplicaManager:
         except LogDirectoryError as exc:
             self._take_offline(partition, exc)
         return ErrorCode.none, partition_log.log_start_offset
+
+
+def _saturated(value: int) -> int:
+    return min(value, 2**63 - 1)
+
+
+def _stored_form(records: bytes, header: BatchHeader, config: LogConfig) -> bytes:
+    """The batch as the topic stores it: recompressed when compression.type names a codec other
+    than the producer's."""
+    codec = STORED_CODEC.get(config.compression_type)
+    if codec is None or codec == header.compression:
+        return records
+    level = {
+        Compression.GZIP: config.compression_gzip_level,
+        Compression.LZ4: config.compression_lz4_level,
+        Compression.ZSTD: config.compression_zstd_level,
+    }.get(codec)
+    return recompress(header, codec, None if level == -1 else level)

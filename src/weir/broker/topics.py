@@ -76,6 +76,42 @@ class TopicManager:
             raise TopicError(ErrorCode(exc.error_code), str(exc)) from None
         return partitions
 
+    def check_assignment(self, replicas: list[list[int]]) -> None:
+        """Every partition's replica list: the same non-zero length, no broker twice, only
+        live brokers (on a single node: this one)."""
+        live = {self.config.node_id}
+        sizes = {len(r) for r in replicas}
+        if not replicas or 0 in sizes or len(sizes) != 1:
+            raise TopicError(
+                ErrorCode.invalid_replica_assignment,
+                "All partitions should have the same number of replicas, at least one",
+            )
+        for index, brokers in enumerate(replicas):
+            if len(set(brokers)) != len(brokers):
+                raise TopicError(
+                    ErrorCode.invalid_replica_assignment,
+                    f"Duplicate brokers not allowed in replica assignment of partition {index}: "
+                    f"{brokers}",
+                )
+            unknown = sorted(set(brokers) - live)
+            if unknown:
+                raise TopicError(
+                    ErrorCode.invalid_replica_assignment,
+                    f"Unknown broker(s) in replica assignment: {', '.join(map(str, unknown))}",
+                )
+
+    def check_new_partitions(self, name: str, total: int, replicas: list[list[int]]) -> None:
+        info = self.metadata.topic(name)
+        if info is None:
+            raise TopicError(ErrorCode.unknown_topic_or_partition, f"no topic {name!r}")
+        if len(replicas) != total - info.partitions:
+            raise TopicError(
+                ErrorCode.invalid_replica_assignment,
+                f"Increasing the number of partitions by {total - info.partitions} but "
+                f"{len(replicas)} assignments provided.",
+            )
+        self.check_assignment(replicas)
+
     def create(self, name: str, partitions: int, configs: dict[str, str]) -> TopicInfo:
         info = _stored(lambda: self.metadata.create_topic(name, partitions, configs))
         try:

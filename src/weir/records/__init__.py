@@ -26,8 +26,20 @@ from weir.records.errors import (
     RecordTooLargeError,
     UnsupportedCompressionError,
 )
-from weir.records.record import BatchSpec, Record, build_batch, iter_records, simple_batch
-from weir.records.validation import check_inner_offsets, validate_batch
+from weir.records.record import (
+    BatchSpec,
+    Record,
+    build_batch,
+    iter_records,
+    recompress,
+    simple_batch,
+)
+from weir.records.validation import (
+    check_inner_offsets,
+    check_keys,
+    check_timestamps,
+    validate_batch,
+)
 
 __all__ = [
     "HEADER_SIZE",
@@ -46,9 +58,12 @@ __all__ = [
     "UnsupportedCompressionError",
     "build_batch",
     "check_inner_offsets",
+    "check_keys",
+    "check_timestamps",
     "iter_batches",
     "iter_records",
     "peek_offset_and_size",
+    "recompress",
     "set_base_offset",
     "set_log_append_time",
     "set_partition_leader_epoch",

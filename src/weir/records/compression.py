@@ -77,16 +77,17 @@ def snappy_decompress(data: Buffer) -> bytes:
     return b"".join(parts)
 
 
-def compress(codec: Compression, data: Buffer) -> bytes:
+def compress(codec: Compression, data: Buffer, level: int | None = None) -> bytes:
+    """Compress a records section; `level` (gzip, lz4, zstd) None for the codec's default."""
     if codec is Compression.NONE:
         return bytes(data)
     if codec is Compression.GZIP:
-        return bytes(cramjam.gzip.compress(data))
+        return bytes(cramjam.gzip.compress(data, level=level))
     if codec is Compression.SNAPPY:
         return snappy_xerial_compress(data)
     if codec is Compression.LZ4:
-        return bytes(cramjam.lz4.compress(data))
-    return bytes(cramjam.zstd.compress(data))
+        return bytes(cramjam.lz4.compress(data, level=level))
+    return bytes(cramjam.zstd.compress(data, level=level))
 
 
 def decompress(codec: Compression, data: Buffer) -> bytes:

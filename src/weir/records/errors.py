@@ -8,10 +8,16 @@ from __future__ import annotations
 
 
 class RecordError(Exception):
-    """A batch that must not be appended. `error_code` is the Kafka error code for the client."""
+    """A batch that must not be appended. `error_code` is the Kafka error code for the client;
+    `record_errors` names the records at fault, (index in the batch, why), as Produce v8+
+    reports them."""
 
     error_code: int = -1
     error_name: str = "UNKNOWN_SERVER_ERROR"
+
+    def __init__(self, message: str, record_errors: tuple[tuple[int, str], ...] = ()) -> None:
+        super().__init__(message)
+        self.record_errors = record_errors
 
 
 class CorruptRecordError(RecordError):

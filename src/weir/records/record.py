@@ -12,6 +12,7 @@ internal topics, tools and tests, never the produce/fetch path.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -146,6 +147,21 @@ class BatchSpec:
     log_append_time: bool = False
     transactional: bool = False
     control: bool = False
+    compression_level: int | None = None
+
+    @classmethod
+    def of(cls, header: BatchHeader) -> BatchSpec:
+        """The batch-level fields of an existing batch (to rebuild it with other records)."""
+        return cls(
+            compression=header.compression,
+            producer_id=header.producer_id,
+            producer_epoch=header.producer_epoch,
+            base_sequence=header.base_sequence,
+            partition_leader_epoch=header.partition_leader_epoch,
+            log_append_time=header.is_log_append_time,
+            transactional=header.is_transactional,
+            control=header.is_control,
+        )
 
 
 def build_batch(
@@ -167,7 +183,7 @@ def build_batch(
     base_ts = min(r.timestamp for r in records)
     max_ts = max(r.timestamp for r in records)
     raw = b"".join(encode_record(r, base, base_ts) for r in records)
-    body = compress(spec.compression, raw)
+    body = compress(spec.compression, raw, spec.compression_level)
     if last_offset_delta is None:
         last_offset_delta = records[-1].offset - base
     attributes = int(spec.compression)
@@ -213,3 +229,15 @@ def simple_batch(
         for i, (k, v) in enumerate(zip(key_list, values, strict=True))
     ]
     return build_batch(records, spec=BatchSpec(compression=compression))
+
+
+def recompress(header: BatchHeader, codec: Compression, level: int | None = None) -> bytes:
+    """The same batch (offsets, timestamps, producer fields) with its records compressed by
+    `codec`: what a broker stores for a topic whose compression.type differs from the producer's."""
+    spec = dataclasses.replace(BatchSpec.of(header), compression=codec, compression_level=level)
+    return build_batch(
+        list(iter_records(header)),
+        base_offset=header.base_offset,
+        last_offset_delta=header.last_offset_delta,
+        spec=spec,
+    )

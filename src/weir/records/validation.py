@@ -13,10 +13,11 @@ from weir.records.compression import Compression
 from weir.records.errors import (
     CorruptRecordError,
     InvalidRecordError,
+    InvalidTimestampError,
     RecordTooLargeError,
     UnsupportedCompressionError,
 )
-from weir.records.record import records_section
+from weir.records.record import iter_records, records_section
 from weir.records.varint import decode_varint
 
 
@@ -92,3 +93,29 @@ def _varint(data: bytes, pos: int) -> tuple[int, int]:
         z = (first & 0x7F) | (second << 7)
         return (z >> 1) ^ -(z & 1), pos + 2
     return decode_varint(data, pos)
+
+
+def check_keys(header: BatchHeader, where: str) -> None:
+    """Every record must have a key (a compacted topic's rule); INVALID_RECORD naming each
+    record without one."""
+    missing = tuple(
+        (index, f"Compacted topic cannot accept message without key in topic partition {where}.")
+        for index, record in enumerate(iter_records(header))
+        if record.key is None
+    )
+    if missing:
+        raise InvalidRecordError(missing[0][1], missing)
+
+
+def check_timestamps(header: BatchHeader, low: int, high: int) -> None:
+    """Every record's timestamp must lie in [low, high]; INVALID_TIMESTAMP otherwise. Reads each
+    record (timestamp deltas may be negative, so the header alone cannot tell): a topic pays for
+    it only when it bounds timestamps."""
+    wrong = tuple(
+        (index, f"Timestamp {record.timestamp} of message with offset {index} is out of range. "
+                f"The timestamp should be within [{low}, {high}]")
+        for index, record in enumerate(iter_records(header))
+        if not low <= record.timestamp <= high
+    )  # fmt: skip
+    if wrong:
+        raise InvalidTimestampError(wrong[0][1], wrong)

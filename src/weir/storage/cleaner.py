@@ -112,7 +112,7 @@ def _filter(
         kept,
         base_offset=header.base_offset,
         last_offset_delta=header.last_offset_delta,
-        spec=_spec_of(header),
+        spec=BatchSpec.of(header),
     )
     return BatchHeader(rebuilt), True
 
@@ -123,18 +123,6 @@ def _keep(record: Record, latest: dict[bytes, int], horizon: int, batch_max_ts: 
     if latest.get(record.key) != record.offset:
         return False
     return record.value is not None or batch_max_ts >= horizon
-
-
-def _spec_of(header: BatchHeader) -> BatchSpec:
-    return BatchSpec(
-        compression=header.compression,
-        producer_id=header.producer_id,
-        producer_epoch=header.producer_epoch,
-        base_sequence=header.base_sequence,
-        partition_leader_epoch=header.partition_leader_epoch,
-        log_append_time=header.is_log_append_time,
-        transactional=header.is_transactional,
-    )
 
 
 def _group(segments: list[LogSegment], max_bytes: int) -> list[list[LogSegment]]:

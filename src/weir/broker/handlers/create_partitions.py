@@ -1,4 +1,5 @@
-"""CreatePartitions (37): grow a topic's partition count."""
+"""CreatePartitions (37): grow a topic's partition count, with an explicit assignment of the new
+partitions' replicas if the request gives one (it must name live brokers)."""
 
 from __future__ import annotations
 
@@ -20,8 +21,10 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
     for topic in body.topics:
         error, message = ErrorCode.none, None
         try:
-            if topic.assignments:
-                raise TopicError(ErrorCode.invalid_request, "manual assignment is not supported")
+            if topic.assignments is not None:
+                broker.topics.check_new_partitions(
+                    topic.name, topic.count, [list(a.broker_ids) for a in topic.assignments]
+                )
             broker.topics.grow(topic.name, topic.count, body.validate_only)
         except TopicError as exc:
             error, message = exc.error, exc.message

@@ -25,12 +25,11 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
 def _create(m: Any, broker: BrokerContext, topic: Any, validate_only: bool) -> Any:
     configs = {c.name: c.value for c in topic.configs if c.value is not None}
     try:
+        num_partitions, replication = topic.num_partitions, topic.replication_factor
         if topic.assignments:
-            raise TopicError(
-                ErrorCode.invalid_request, "manual replica assignment is not supported"
-            )
+            num_partitions, replication = _from_assignments(broker, topic)
         partitions = broker.topics.validate_create(
-            topic.name, topic.num_partitions, topic.replication_factor, configs
+            topic.name, num_partitions, replication, configs
         )
         topic_id = uuid.UUID(int=0)
         if not validate_only:
@@ -53,13 +52,13 @@ def _create(m: Any, broker: BrokerContext, topic: Any, validate_only: bool) -> A
         entries = tuple(
             make(
                 m.CreatableTopicConfigs,
-                name=name,
-                value=value,
+                name=entry.name,
+                value=entry.value,
                 read_only=False,
-                config_source=source,
+                config_source=entry.source,
                 is_sensitive=False,
             )
-            for name, value, source in config_entries(broker, configs)
+            for entry in config_entries(broker, configs)
         )
     return make(
         m.CreatableTopicResult,
@@ -72,3 +71,22 @@ def _create(m: Any, broker: BrokerContext, topic: Any, validate_only: bool) -> A
         replication_factor=1,
         configs=entries,
     )
+
+
+def _from_assignments(broker: BrokerContext, topic: Any) -> tuple[int, int]:
+    """(partitions, replication factor) of an explicit assignment, checked as Kafka does."""
+    if topic.num_partitions != -1 or topic.replication_factor != -1:
+        raise TopicError(
+            ErrorCode.invalid_request,
+            "Both numPartitions or replicationFactor and replicasAssignments were set. "
+            "Both cannot be used at the same time.",
+        )
+    by_index = {a.partition_index: list(a.broker_ids) for a in topic.assignments}
+    if sorted(by_index) != list(range(len(by_index))):
+        raise TopicError(
+            ErrorCode.invalid_replica_assignment,
+            "partitions should be a consecutive 0-based integer sequence",
+        )
+    replicas = [by_index[i] for i in range(len(by_index))]
+    broker.topics.check_assignment(replicas)
+    return len(replicas), len(replicas[0])

@@ -1,5 +1,7 @@
 """Produce (0): validate and append one batch per partition; acks 0, 1 and -1 (all) are the
-same on a single node once the batch is in the log. acks=0 gets no response."""
+same on a single node once the batch is in the log, except that acks=-1 on a topic whose
+min.insync.replicas exceeds the single replica is refused (NOT_ENOUGH_REPLICAS), as Kafka refuses
+it. acks=0 gets no response. Records a topic refuses are named in `record_errors`."""
 
 from __future__ import annotations
 
@@ -42,7 +44,13 @@ def _append(m: Any, broker: BrokerContext, topic: str, data: Any, acks: int) -> 
         return _error(
             m, data.index, ErrorCode.transactional_id_not_found, "transactions are not supported"
         )
-    result = broker.replicas.append(topic, data.index, data.records)
+    result = broker.replicas.append(topic, data.index, data.records, acks=acks)
+    record_errors: tuple[Any, ...] = ()
+    if hasattr(m, "BatchIndexAndErrorMessage"):
+        record_errors = tuple(
+            make(m.BatchIndexAndErrorMessage, batch_index=i, batch_index_error_message=why)
+            for i, why in result.record_errors
+        )
     return make(
         m.PartitionProduceResponse,
         index=data.index,
@@ -50,7 +58,7 @@ def _append(m: Any, broker: BrokerContext, topic: str, data: Any, acks: int) -> 
         base_offset=result.base_offset,
         log_append_time=_datetime(result.log_append_time),
         log_start_offset=result.log_start_offset,
-        record_errors=(),
+        record_errors=record_errors,
         error_message=result.message,
     )
 
