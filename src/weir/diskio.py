@@ -16,6 +16,7 @@ Nothing here knows about logs or brokers; it only names files' kinds.
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import os
 import threading
@@ -170,6 +171,25 @@ def truncate(fd: int, size: int, kind: str) -> None:
     os.ftruncate(fd, size)
 
 
+def reserve(fd: int, length: int, kind: str) -> None:
+    """Allocate `length` bytes of disk for the file without changing its size (fallocate with
+    FALLOC_FL_KEEP_SIZE), so later writes up to there cannot run out of space."""
+    code = _injected(kind, WRITE, fd)
+    if code is not None:
+        raise _fail(code, kind, WRITE)
+    _fallocate(fd, _KEEP_SIZE, 0, length)
+
+
+def release_reserved(fd: int, size: int, kind: str) -> None:
+    """Give back the space reserved past `size`, the file's end (truncating to the size the
+    file already has frees the blocks beyond it on ext4, xfs and tmpfs; punching a hole past
+    the end does not on ext4)."""
+    code = _injected(kind, TRUNCATE, fd)
+    if code is not None:
+        raise _fail(code, kind, TRUNCATE)
+    os.ftruncate(fd, size)
+
+
 def sync(fd: int, kind: str, *, data_only: bool = False) -> None:
     code = _injected(kind, SYNC, fd)
     if code is not None:
@@ -178,3 +198,14 @@ def sync(fd: int, kind: str, *, data_only: bool = False) -> None:
         os.fdatasync(fd)
     else:
         os.fsync(fd)
+
+
+_KEEP_SIZE = 0x01  # FALLOC_FL_KEEP_SIZE
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.fallocate.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64)
+
+
+def _fallocate(fd: int, mode: int, offset: int, length: int) -> None:
+    if _libc.fallocate(fd, mode, offset, length) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code))

@@ -9,6 +9,7 @@ from typing import Any
 from weir.broker.config import BrokerConfig
 from weir.broker.group.coordinator import GroupCoordinator
 from weir.broker.replica_manager import ReplicaManager
+from weir.broker.request_log import RequestLog
 from weir.broker.topics import TopicManager
 from weir.clock import Clock
 from weir.cluster.metadata import MetadataStore
@@ -40,6 +41,7 @@ class BrokerContext:
     producer_ids: ProducerIdAllocator
     groups: GroupCoordinator
     clock: Clock
+    request_log: RequestLog
 
 
 def make(cls: type, **values: Any) -> Any:

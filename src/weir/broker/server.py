@@ -32,6 +32,7 @@ from weir.broker.group.coordinator import GroupConfig, GroupCoordinator
 from weir.broker.group.store import GroupStore
 from weir.broker.handlers import HANDLERS, api_versions
 from weir.broker.replica_manager import ReplicaManager
+from weir.broker.request_log import RequestLog
 from weir.broker.topics import TopicManager
 from weir.broker.wire import ChunkedResponse
 from weir.clock import Clock, SystemClock, ThreadScheduler
@@ -63,6 +64,7 @@ class Broker:
         self._listener: socket.socket | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self._scheduler = ThreadScheduler(self.clock, name="weir-storage")
+        self._request_log = RequestLog(self.clock)
         self._limiter = ConnectionLimiter(
             config.max_connections, config.max_connections_per_ip, self.clock
         )
@@ -113,7 +115,14 @@ class Broker:
             GroupStore(replicas, topics, config.offsets_topic_num_partitions, self.clock),
         )
         return BrokerContext(
-            config, metadata, replicas, topics, ProducerIdAllocator(metadata), groups, self.clock
+            config,
+            metadata,
+            replicas,
+            topics,
+            ProducerIdAllocator(metadata),
+            groups,
+            self.clock,
+            self._request_log,
         )
 
     # ---- lifecycle ----------------------------------------------------------------------------
@@ -272,7 +281,9 @@ class Broker:
                 raise
             response = api_versions.build(0, ErrorCode.unsupported_version)
             return encode_response(ApiKey.API_VERSIONS, 0, exc.correlation_id, response)
+        started = self.clock.monotonic_ms()
         result = await HANDLERS[request.api_key](self.context, request)
+        self._request_log.record(request, result, started)
         if result is None or isinstance(result, ChunkedResponse):
             return result
         return encode_response(request.api_key, request.api_version, request.correlation_id, result)

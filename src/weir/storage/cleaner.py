@@ -7,6 +7,13 @@ range even when records leave it, and a batch left empty disappears. Tombstones 
 dropped once their batch's timestamp is older than `delete.retention.ms`, so consumers have that
 long to see a delete. Records without a key and control batches are kept as they are.
 
+A pass runs only when it is worth it, as in Kafka: the dirty part of the cleanable segments (those
+at or past the log's `first_dirty_offset`, which each pass moves to where it stopped) is at least
+`min.cleanable.dirty.ratio` of them, or the oldest dirty record is older than
+`max.compaction.lag.ms`, or tombstones a pass had to keep are now past `delete.retention.ms`.
+The first dirty offset lives in memory: after a restart everything counts
+as dirty once.
+
 Output goes through `PartitionLog.replace_segments` (`.cleaned` -> `.swap` -> live), which a
 crash at any point leaves either undone or completed on the next load.
 
@@ -34,18 +41,39 @@ class LogCleaner:
         """Compact `log` once; return how many segments were rewritten."""
         with log.lock():
             candidates = self._cleanable_segments(log)
-            if not candidates:
+            if not candidates or not self._worth_cleaning(log, candidates):
                 return 0
+            dirty_from = log.segments[len(candidates)].base_offset
             latest = _latest_offsets(candidates)
             horizon = self._clock.milliseconds() - log.config.delete_retention_ms
             rewritten = 0
+            newest_tombstone = -1
             for group in _group(candidates, log.config.segment_bytes):
-                cleaned = self._rewrite(log, group, latest, horizon)
+                cleaned, tombstone = self._rewrite(log, group, latest, horizon)
+                newest_tombstone = max(newest_tombstone, tombstone)
                 if cleaned is None:
                     continue
                 log.replace_segments(cleaned, group)
                 rewritten += len(group)
+            log.first_dirty_offset = dirty_from
+            log.tombstones_due_ms = None
+            if newest_tombstone >= 0:
+                log.tombstones_due_ms = newest_tombstone + log.config.delete_retention_ms + 1
             return rewritten
+
+    def _worth_cleaning(self, log: PartitionLog, candidates: list[LogSegment]) -> bool:
+        ends = [s.base_offset for s in log.segments[1 : len(candidates) + 1]]
+        dirty = [s for s, end in zip(candidates, ends, strict=True) if end > log.first_dirty_offset]
+        now = self._clock.milliseconds()
+        if log.tombstones_due_ms is not None and now >= log.tombstones_due_ms:
+            return True
+        if not dirty:
+            return False
+        oldest = next(dirty[0].batches(), None)
+        if oldest is not None and now - oldest.max_timestamp > log.config.max_compaction_lag_ms:
+            return True
+        total = sum(s.size for s in candidates)
+        return sum(s.size for s in dirty) >= log.config.min_cleanable_dirty_ratio * total
 
     def _cleanable_segments(self, log: PartitionLog) -> list[LogSegment]:
         newest_allowed = self._clock.milliseconds() - log.config.min_compaction_lag_ms
@@ -58,22 +86,26 @@ class LogCleaner:
 
     def _rewrite(
         self, log: PartitionLog, group: list[LogSegment], latest: dict[bytes, int], horizon: int
-    ) -> LogSegment | None:
-        """Write the kept records of `group` into a `.cleaned` segment; None if nothing changes."""
+    ) -> tuple[LogSegment | None, int]:
+        """Write the kept records of `group` into a `.cleaned` segment (None if nothing changes),
+        and the newest timestamp of a batch whose tombstones had to stay (-1: none)."""
         cleaned = LogSegment(
             log.directory, group[0].base_offset, log.config, self._clock, transit=CLEANED_SUFFIX
         )
         changed = False
+        tombstone = -1
         for header in _batches(group):
-            kept, dropped = _filter(header, latest, horizon)
+            kept, dropped, has_tombstone = _filter(header, latest, horizon)
             changed |= dropped
+            if has_tombstone:
+                tombstone = max(tombstone, header.max_timestamp)
             if kept is not None:
                 cleaned.append(kept.buf, kept.base_offset, kept.last_offset, kept.max_timestamp)
         if not changed:
             cleaned.delete()
-            return None
+            return None, tombstone
         cleaned.on_become_inactive()
-        return cleaned
+        return cleaned, tombstone
 
 
 def _batches(segments: list[LogSegment]) -> list[BatchHeader]:
@@ -97,24 +129,25 @@ def _latest_offsets(segments: list[LogSegment]) -> dict[bytes, int]:
 
 def _filter(
     header: BatchHeader, latest: dict[bytes, int], horizon: int
-) -> tuple[BatchHeader | None, bool]:
+) -> tuple[BatchHeader | None, bool, bool]:
     """(the batch to keep — `header` itself if unchanged, a rebuilt one, or None; whether any
-    record was dropped)."""
+    record was dropped; whether it keeps a tombstone)."""
     if header.is_control:
-        return header, False
+        return header, False, False
     records = list(iter_records(header))
     kept = [r for r in records if _keep(r, latest, horizon, header.max_timestamp)]
+    has_tombstone = any(r.value is None and r.key is not None for r in kept)
     if len(kept) == len(records):
-        return header, False
+        return header, False, has_tombstone
     if not kept:
-        return None, True
+        return None, True, False
     rebuilt = build_batch(
         kept,
         base_offset=header.base_offset,
         last_offset_delta=header.last_offset_delta,
         spec=BatchSpec.of(header),
     )
-    return BatchHeader(rebuilt), True
+    return BatchHeader(rebuilt), True, has_tombstone
 
 
 def _keep(record: Record, latest: dict[bytes, int], horizon: int, batch_max_ts: int) -> bool:

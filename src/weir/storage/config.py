@@ -168,6 +168,16 @@ def gzip_level(value: int) -> str | None:
     return None if value == -1 or 1 <= value <= 9 else "Value must be -1 or between 1 and 9"
 
 
+def metadata_version(value: str) -> str | None:
+    """A Kafka release version as message.format.version takes it: 2.8, 3.0-IV1, 0.10.2."""
+    parts = value.split("-IV")
+    numbers = parts[0].split(".")
+    well_formed = 2 <= len(numbers) <= 3 and all(n.isdigit() for n in numbers)
+    if well_formed and (len(parts) == 1 or (len(parts) == 2 and parts[1].isdigit())):
+        return None
+    return f"Unknown metadata.version '{value}'"
+
+
 def throttled_replicas(value: tuple[str, ...]) -> str | None:
     """`*`, or `partition:broker` pairs."""
     if value == ("*",) or not value:
@@ -233,7 +243,7 @@ TOPIC_CONFIGS: tuple[TopicConfigDef, ...] = (
         "log.message.downconversion.enable", in_effect=False),
     TopicConfigDef("message.format.version", T.STRING, "3.0-IV1",
         "Deprecated; ignored from 3.0 on, as in Kafka.", "log.message.format.version",
-        in_effect=False),
+        metadata_version, in_effect=False),
     TopicConfigDef("message.timestamp.after.max.ms", T.LONG, str(NO_LIMIT),
         "How far in the future a CreateTime timestamp may be.",
         "log.message.timestamp.after.max.ms", at_least(0)),

@@ -121,6 +121,8 @@ class PartitionLog:
         self.recovery_point = recovery_point
         self.load_report = LoadReport()
         self.offline_reason: str | None = None
+        self.first_dirty_offset = 0  # where compaction has not been yet (see cleaner.py)
+        self.tombstones_due_ms: int | None = None  # when kept tombstones may go (cleaner.py)
         self._load(clean_shutdown)
         self.log_end_offset = self.active_segment.next_offset()
         self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)

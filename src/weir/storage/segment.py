@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import random
 import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -117,6 +118,18 @@ class LogSegment:
         last_time = self.time_index.last_entry
         self.max_timestamp, self.offset_of_max_timestamp = last_time or (-1, base_offset)
         self.rolling_timestamp: int | None = None
+        self.roll_jitter_ms = _roll_jitter(config)
+        if config.preallocate and self.size == 0 and not transit:
+            self._reserve_space()
+
+    def _reserve_space(self) -> None:
+        """`preallocate`: claim the segment's space now, so that a full disk refuses a new
+        segment rather than a write in the middle of one. The file's size stays 0."""
+        try:
+            diskio.reserve(self.fd, self.config.segment_bytes, diskio.SEGMENT)
+        except BaseException:
+            self.close()
+            raise
 
     # ---- append -------------------------------------------------------------------------------
 
@@ -193,7 +206,7 @@ class LogSegment:
             waited = batch_max_ts - self.rolling_timestamp
         else:
             waited = self._clock.milliseconds() - self.created_ms
-        return waited > self.config.segment_ms
+        return waited > self.config.max_segment_ms - self.roll_jitter_ms
 
     # ---- scanning -----------------------------------------------------------------------------
 
@@ -385,10 +398,13 @@ class LogSegment:
         return int(os.fstat(self.fd).st_mtime * 1000)
 
     def on_become_inactive(self) -> None:
-        """Called when a newer segment takes over appends: index the final max timestamp, trim."""
+        """Called when a newer segment takes over appends: index the final max timestamp, trim
+        the indexes, and give back space reserved past the end of the log."""
         self.time_index.append_final(self.max_timestamp, self.offset_of_max_timestamp)
         self.offset_index.trim()
         self.time_index.trim()
+        if self.config.preallocate:
+            diskio.release_reserved(self.fd, self.size, diskio.SEGMENT)
 
     def make_active(self) -> None:
         self.offset_index.resize(self.config.segment_index_bytes)
@@ -426,6 +442,14 @@ class LogSegment:
 
     def __repr__(self) -> str:
         return f"LogSegment({self.log_path.name}, size={self.size})"
+
+
+def _roll_jitter(config: LogConfig) -> int:
+    """How much earlier than segment.ms this segment rolls (segment.jitter.ms, as Kafka draws it):
+    segments created together do not all roll at once."""
+    if config.segment_jitter_ms <= 0:
+        return 0
+    return random.randrange(min(config.segment_jitter_ms, config.max_segment_ms))
 
 
 def _batch_problem(view: memoryview, position: int, expected_offset: int) -> str | None:

@@ -25,7 +25,11 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
     for topic in body.topic_data:
         partitions = []
         for data in topic.partition_data:
-            partitions.append(_append(m, broker, topic.name, data, body.acks))
+            response, message = _append(m, broker, topic.name, data, body.acks)
+            if response.error_code != ErrorCode.none:
+                where = f"{topic.name}-{data.index}"
+                broker.request_log.refused(request, where, response.error_code, message)
+            partitions.append(response)
         topics.append(
             make(m.TopicProduceResponse, name=topic.name, partition_responses=tuple(partitions))
         )
@@ -37,13 +41,16 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
     return make(m.ProduceResponse, responses=tuple(topics), throttle_time=datetime.timedelta(0))
 
 
-def _append(m: Any, broker: BrokerContext, topic: str, data: Any, acks: int) -> Any:
+def _append(
+    m: Any, broker: BrokerContext, topic: str, data: Any, acks: int
+) -> tuple[Any, str | None]:
+    """The partition's response, and the reason for its error if it has one."""
     if acks not in VALID_ACKS:
-        return _error(m, data.index, ErrorCode.invalid_required_acks, f"acks={acks}")
+        message = f"acks={acks}"
+        return _error(m, data.index, ErrorCode.invalid_required_acks, message), message
     if body_is_transactional(data.records):
-        return _error(
-            m, data.index, ErrorCode.transactional_id_not_found, "transactions are not supported"
-        )
+        message = "transactions are not supported"
+        return _error(m, data.index, ErrorCode.transactional_id_not_found, message), message
     result = broker.replicas.append(topic, data.index, data.records, acks=acks)
     record_errors: tuple[Any, ...] = ()
     if hasattr(m, "BatchIndexAndErrorMessage"):
@@ -51,7 +58,7 @@ def _append(m: Any, broker: BrokerContext, topic: str, data: Any, acks: int) -> 
             make(m.BatchIndexAndErrorMessage, batch_index=i, batch_index_error_message=why)
             for i, why in result.record_errors
         )
-    return make(
+    response = make(
         m.PartitionProduceResponse,
         index=data.index,
         error_code=result.error,
@@ -61,6 +68,7 @@ def _append(m: Any, broker: BrokerContext, topic: str, data: Any, acks: int) -> 
         record_errors=record_errors,
         error_message=result.message,
     )
+    return response, result.message
 
 
 def body_is_transactional(records: bytes | None) -> bool:
