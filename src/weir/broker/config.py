@@ -60,7 +60,6 @@ class BrokerConfig:
     log_retention_check_interval_ms: int = 300_000
     log_flush_offset_checkpoint_interval_ms: int = 60_000
     log_cleaner_backoff_ms: int = 15_000
-    validate_records: bool = True
     group_min_session_timeout_ms: int = 6_000
     group_max_session_timeout_ms: int = 1_800_000
     group_initial_rebalance_delay_ms: int = 3_000

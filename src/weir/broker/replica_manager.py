@@ -104,12 +104,10 @@ class ReplicaManager:
         log_manager: LogManager,
         clock: Clock,
         *,
-        validate_records: bool = True,
         min_free_bytes: int = 0,
     ):
         self.log_manager = log_manager
         self._clock = clock
-        self._validate_records = validate_records
         self._min_free_bytes = min_free_bytes
         self._last_refusal_log: dict[tuple[str, int], int] = {}
         self.partitions: dict[tuple[str, int], Partition] = {}
@@ -174,7 +172,6 @@ class ReplicaManager:
             header = validate_batch(
                 records,
                 max_message_bytes=config.max_message_bytes,
-                check_records=self._validate_records,
             )
             self._check_topic_rules(partition, header)
             duplicate = partition.producers.check(header.fields())

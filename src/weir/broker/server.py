@@ -97,7 +97,6 @@ class Broker:
         replicas = ReplicaManager(
             logs,
             self.clock,
-            validate_records=config.validate_records,
             min_free_bytes=config.log_dir_min_free_bytes,
         )
         topics = TopicManager(config, metadata, replicas)

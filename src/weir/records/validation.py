@@ -3,11 +3,12 @@
 `validate_batch` raises a `RecordError` whose `error_code` goes back to the client; it never
 modifies the batch. Header checks are O(1); the CRC runs in C over the whole batch; the record
 walk (inner offsets 0..n-1, record framing) decompresses and reads each record's length and
-offset delta only, and can be turned off by the caller with `check_records=False`.
+offset delta only, in C too.
 """
 
 from __future__ import annotations
 
+from weir.records._records_walk import inner_problem
 from weir.records.batch import HEADER_SIZE, LOG_OVERHEAD, MAGIC_V2, BatchHeader, Buffer
 from weir.records.compression import Compression
 from weir.records.errors import (
@@ -18,12 +19,9 @@ from weir.records.errors import (
     UnsupportedCompressionError,
 )
 from weir.records.record import iter_records, records_section
-from weir.records.varint import decode_varint
 
 
-def validate_batch(
-    buf: Buffer, *, max_message_bytes: int, check_records: bool = True
-) -> BatchHeader:
+def validate_batch(buf: Buffer, *, max_message_bytes: int) -> BatchHeader:
     """Check that `buf` is one well-formed v2 batch a client may append; return its header."""
     if len(buf) < HEADER_SIZE:
         raise CorruptRecordError(f"{len(buf)} bytes is shorter than a batch header")
@@ -50,49 +48,32 @@ def validate_batch(
         raise InvalidRecordError("clients may not produce control batches")
     if header.attributes & 0x07 > max(Compression):
         raise UnsupportedCompressionError(f"unknown compression codec {header.attributes & 0x07}")
-    if check_records:
-        check_inner_offsets(header)
+    check_inner_offsets(header)
     return header
 
 
 def check_inner_offsets(header: BatchHeader) -> None:
     """Every record's offset delta must be its index, and records must tile the section exactly.
 
-    Reads only each record's length, timestamp delta and offset delta. One- and two-byte varints
-    (record lengths under 8 KiB, small deltas) are decoded inline: this loop runs once per record
-    on the produce path, so it avoids a function call per field.
-    """
-    data = bytes(records_section(header))
-    end = len(data)
-    pos = 0
-    try:
-        for expected in range(header.records_count):
-            length, body = _varint(data, pos)
-            pos = body + length
-            if length <= 0 or pos > end:
-                raise CorruptRecordError(f"record {expected} of {length} bytes overruns the batch")
-            after_ts = body + 2 if data[body + 1] < 0x80 else _varint(data, body + 1)[1]
-            delta, after_delta = _varint(data, after_ts)
-            if after_delta > pos:
-                raise CorruptRecordError(f"record {expected} is shorter than its own fields")
-            if delta != expected:
-                raise InvalidRecordError(f"record {expected} has offset delta {delta}")
-    except IndexError:
-        raise CorruptRecordError("record truncated") from None
-    if pos != end:
-        raise CorruptRecordError(f"{end - pos} bytes after the last record")
+    The walk reads only each record's length, timestamp delta and offset delta, and runs in C
+    (`_records_walk`, built by the install): it is the one step of the produce path that visits
+    every record."""
+    problem = inner_problem(records_section(header), header.records_count)
+    if problem is None:
+        return
+    kind, index, value = problem
+    if kind == _OFFSET_DELTA:
+        raise InvalidRecordError(f"record {index} has offset delta {value}")
+    raise CorruptRecordError(_CORRUPTION[kind].format(index=index, value=value))
 
 
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    """A zig-zag varint at `pos`: one and two bytes inline, longer ones by decode_varint."""
-    first = data[pos]
-    if first < 0x80:
-        return (first >> 1) ^ -(first & 1), pos + 1
-    second = data[pos + 1]
-    if second < 0x80:
-        z = (first & 0x7F) | (second << 7)
-        return (z >> 1) ^ -(z & 1), pos + 2
-    return decode_varint(data, pos)
+_OFFSET_DELTA = 4
+_CORRUPTION = {
+    1: "record truncated",
+    2: "record {index} of {value} bytes overruns the batch",
+    3: "record {index} is shorter than its own fields",
+    5: "{value} bytes after the last record",
+}
 
 
 def check_keys(header: BatchHeader, where: str) -> None:

@@ -1,0 +1,3 @@
+from weir.records.batch import Buffer
+
+def inner_problem(records: Buffer, count: int, /) -> tuple[int, int, int] | None: ...
