@@ -1,10 +1,14 @@
 """Broker benchmark with confluent-kafka, beside the machine's raw limits, in one run.
 
 Starts `weir broker start` (single node) on an ephemeral port, then measures:
-- produce: 1,000,000 x 100-byte and 200,000 x 1 KiB messages, acks=1 and acks=all;
+- produce: 1,000,000 x 100-byte and 200,000 x 1 KiB messages, acks=1 and acks=all, with the
+  broker's CPU-seconds per million messages and per GB (from /proc, the broker process alone);
 - consume: everything produced, read back from the beginning;
-- end-to-end latency percentiles at a fixed rate (default 50,000 msgs/s);
+- produce at 1, 100, 1,000 and 5,000 partitions from one producer, messages round-robin;
+- end-to-end latency percentiles at fixed rates (default 10,000 and 50,000 msgs/s);
 - raw loopback TCP throughput and raw page-cache write throughput on the data disk.
+With `--baseline REF` the same broker measurements run first on that commit (a temporary git
+worktree of it, its C sources built in place) and the report has both, side by side.
 Writes JSON to bench/results/broker.json (or --out) and prints it.
 """
 
@@ -26,19 +30,26 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 
 MB = 1e6
 
 
-def start_broker(data_dir: Path, config: Path | None = None) -> tuple[subprocess.Popen[bytes], str]:
-    """`weir broker start` on an ephemeral loopback port (with `config`, a TOML file, if given);
-    returns the process and its address once it is ready. The other benchmarks use it too."""
+def start_broker(
+    data_dir: Path, config: Path | None = None, source: Path | None = None
+) -> tuple[subprocess.Popen[bytes], str]:
+    """`weir broker start` on an ephemeral loopback port (with `config`, a TOML file, if given;
+    from the sources under `source` instead of the installed ones, if given); returns the process
+    and its address once it is ready. The other benchmarks use it too."""
     ready = data_dir.parent / "ready"
     command = [sys.executable, "-m", "weir.cli.main", "broker", "start", "--data-dir",
                str(data_dir), "--listen", "127.0.0.1:0", "--ready-file", str(ready)]  # fmt: skip
     if config is not None:
         command += ["--config", str(config)]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL)
+    env = dict(os.environ)
+    if source is not None:
+        env["PYTHONPATH"] = str(source)
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, env=env)
     deadline = time.monotonic() + 30
     while not (ready.exists() and ready.read_text().strip()):
         if process.poll() is not None or time.monotonic() > deadline:
@@ -95,7 +106,18 @@ def page_cache_write(
     }
 
 
-def produce(bootstrap: str, topic: str, count: int, size: int, acks: str) -> dict[str, Any]:
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time the process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def produce(
+    bootstrap: str, topic: str, count: int, size: int, acks: str, *,
+    broker_pid: int, partitions: int = 0, time_limit: float = 300,
+) -> dict[str, Any]:  # fmt: skip
+    """`count` messages of `size` bytes (round-robin over `partitions` when given), and what
+    they cost the broker. Stops early at `time_limit` seconds and reports what it finished."""
     producer = Producer({
         "bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5,
         "batch.size": 1_000_000, "queue.buffering.max.messages": 2_000_000,
@@ -109,25 +131,55 @@ def produce(bootstrap: str, topic: str, count: int, size: int, acks: str) -> dic
         if error is not None:
             failures[0] += 1
 
+    cpu_before = cpu_seconds(broker_pid)
     started = time.perf_counter()
-    for _ in range(count):
+    sent = 0
+    for sent in range(1, count + 1):
         while True:
             try:
-                producer.produce(topic, value, on_delivery=delivered)
+                if partitions:
+                    producer.produce(topic, value, partition=sent % partitions,
+                                     on_delivery=delivered)  # fmt: skip
+                else:
+                    producer.produce(topic, value, on_delivery=delivered)
                 break
             except BufferError:
                 producer.poll(0.01)
+        if sent % 10_000 == 0 and time.perf_counter() - started > time_limit:
+            break
     remaining = producer.flush(120)
     seconds = time.perf_counter() - started
+    cpu = cpu_seconds(broker_pid) - cpu_before
     return {
-        "messages": count,
+        "messages": sent,
         "message_bytes": size,
         "acks": acks,
         "seconds": round(seconds, 3),
-        "msgs_per_s": round(count / seconds),
-        "mb_per_s": round(count * size / seconds / MB, 1),
+        "msgs_per_s": round(sent / seconds),
+        "mb_per_s": round(sent * size / seconds / MB, 1),
+        "broker_cpu_s_per_million_msgs": round(cpu / sent * 1e6, 3),
+        "broker_cpu_s_per_gb": round(cpu / (sent * size) * 1e9, 3),
         "failed": failures[0] + remaining,
     }
+
+
+def partition_sweep(
+    bootstrap: str, broker_pid: int, counts: list[int], messages: int, time_limit: float
+) -> list[dict[str, Any]]:
+    """One producer spreading 100-byte messages round-robin over 1, 100, ... partitions."""
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+    results = []
+    for partitions in counts:
+        topic = f"bench-partitions-{partitions}"
+        admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(300)
+        result = produce(bootstrap, topic, messages, 100, "1", broker_pid=broker_pid,
+                         partitions=partitions, time_limit=time_limit)  # fmt: skip
+        result["partitions"] = partitions
+        results.append(result)
+    base = results[0]["msgs_per_s"]
+    for result in results:
+        result["share_of_one_partition_rate"] = round(result["msgs_per_s"] / base, 3)
+    return results
 
 
 def consume(bootstrap: str, topic: str, expected: int) -> dict[str, Any]:
@@ -215,12 +267,65 @@ def latency(bootstrap: str, topic: str, rate: int, seconds: float) -> dict[str, 
     }
 
 
+def measure_broker(source: Path | None, args: argparse.Namespace, scratch: Path) -> dict[str, Any]:
+    """Every broker measurement, on a fresh data directory, with the broker from `source`."""
+    data_dir = scratch / ("baseline" if source else "current") / "data"
+    data_dir.mkdir(parents=True)
+    process, bootstrap = start_broker(data_dir, source=source)
+    run: dict[str, Any] = {"produce": [], "consume": []}
+    try:
+        for count, size in ((args.small, 100), (args.large, 1024)):
+            for acks in ("1", "all"):
+                topic = f"bench-{size}-{acks}"
+                run["produce"].append(
+                    produce(bootstrap, topic, count, size, acks, broker_pid=process.pid)
+                )
+                result = consume(bootstrap, topic, count)
+                result.update(message_bytes=size, acks=acks)
+                run["consume"].append(result)
+        run["partitions"] = partition_sweep(
+            bootstrap, process.pid, args.partitions, args.partition_messages, args.phase_seconds
+        )
+        run["latency"] = [
+            latency(bootstrap, f"bench-latency-{rate}", rate, args.latency_seconds)
+            for rate in args.rates
+        ]
+    finally:
+        process.terminate()
+        process.wait(60)
+    return run
+
+
+def baseline_checkout(ref: str, scratch: Path) -> Path:
+    """A worktree of `ref` with its C sources built in place; returns its source directory."""
+    repo = Path(__file__).resolve().parent.parent
+    tree = scratch / "baseline-tree"
+    subprocess.run(["git", "-C", str(repo), "worktree", "add", "--detach", str(tree), ref],
+                   check=True, capture_output=True)  # fmt: skip
+    if (tree / "setup.py").exists():
+        subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], cwd=tree,
+                       check=True, capture_output=True)  # fmt: skip
+    return tree / "src"
+
+
+def remove_checkout(scratch: Path) -> None:
+    repo = Path(__file__).resolve().parent.parent
+    subprocess.run(["git", "-C", str(repo), "worktree", "remove", "--force",
+                    str(scratch / "baseline-tree")], capture_output=True)  # fmt: skip
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--small", type=int, default=1_000_000, help="100-byte messages")
     parser.add_argument("--large", type=int, default=200_000, help="1 KiB messages")
-    parser.add_argument("--rate", type=int, default=50_000, help="latency test rate")
+    parser.add_argument("--rates", type=int, nargs="+", default=[10_000, 50_000],
+                        help="latency test rates")  # fmt: skip
     parser.add_argument("--latency-seconds", type=float, default=5)
+    parser.add_argument("--partitions", type=int, nargs="+", default=[1, 100, 1000, 5000])
+    parser.add_argument("--partition-messages", type=int, default=500_000)
+    parser.add_argument("--phase-seconds", type=float, default=60,
+                        help="a partition-sweep phase stops after this long")  # fmt: skip
+    parser.add_argument("--baseline", help="a commit to measure first, side by side")
     parser.add_argument(
         "--out", type=Path, default=Path(__file__).parent / "results" / "broker.json"
     )
@@ -230,33 +335,27 @@ def main() -> int:
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
         "settings": {
             "client": "confluent-kafka (librdkafka)",
-            "partitions": 1,
+            "partitions": "1, except the partition sweep",
             "broker_flush": "page cache (no fsync), as Kafka's default",
             "idempotence": "on with acks=all (Kafka's client default), off with acks=1",
             "linger_ms": 5,
             "compression": "none",
+            "baseline": args.baseline,
         },
     }
-    with tempfile.TemporaryDirectory(prefix="weir-bench-") as scratch:
-        data_dir = Path(scratch) / "data"
+    with tempfile.TemporaryDirectory(prefix="weir-bench-") as name:
+        scratch = Path(name)
         report["raw"] = {
             "loopback_tcp": loopback_tcp(),
-            "page_cache_write": page_cache_write(Path(scratch)),
+            "page_cache_write": page_cache_write(scratch),
         }
-        process, bootstrap = start_broker(data_dir)
-        try:
-            report["produce"], report["consume"] = [], []
-            for count, size in ((args.small, 100), (args.large, 1024)):
-                for acks in ("1", "all"):
-                    topic = f"bench-{size}-{acks}"
-                    report["produce"].append(produce(bootstrap, topic, count, size, acks))
-                    result = consume(bootstrap, topic, count)
-                    result.update(message_bytes=size, acks=acks)
-                    report["consume"].append(result)
-            report["latency"] = latency(bootstrap, "bench-latency", args.rate, args.latency_seconds)
-        finally:
-            process.terminate()
-            process.wait(30)
+        if args.baseline:
+            try:
+                report["baseline"] = measure_broker(baseline_checkout(args.baseline, scratch),
+                                                    args, scratch)  # fmt: skip
+            finally:
+                remove_checkout(scratch)
+        report["current"] = measure_broker(None, args, scratch)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     print(json.dumps(report, indent=2))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,9 +48,15 @@ class BrokerContext:
 def make(cls: type, **values: Any) -> Any:
     """Build a kio message of any version from the superset of fields we know: fields the
     version lacks are dropped, so one handler serves every version."""
-    names = {f.name for f in dataclasses.fields(cls)}
+    names = field_names(cls)
     return cls(**{k: v for k, v in values.items() if k in names})
 
 
 def has_field(obj: Any, name: str) -> bool:
-    return name in {f.name for f in dataclasses.fields(obj)}
+    kind: type = type(obj)
+    return name in field_names(kind)
+
+
+@functools.cache
+def field_names(cls: type) -> frozenset[str]:
+    return frozenset(f.name for f in dataclasses.fields(cls))

@@ -121,6 +121,10 @@ class ReplicaManager:
         start = partition_log.segments[max(0, len(partition_log.segments) - 2)].base_offset
         producers.load(partition_log.batch_headers(start))
         partition = Partition(topic, index, partition_log, producers)
+        try:
+            partition_log.assign_leader_epoch(partition.leader_epoch)
+        except OSError as exc:  # the first append assigns it, or refuses while the disk is full
+            log.warning("%s-%d: leader epoch not recorded yet: %s", topic, index, exc)
         self.partitions[(topic, index)] = partition
         return partition
 

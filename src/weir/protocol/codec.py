@@ -136,5 +136,7 @@ def response_type(api_key: int, api_version: int) -> type:
     return codec_for(api_key, api_version).response_type
 
 
+@cache
 def response_module(api_key: int, api_version: int) -> Any:
+    """kio's module of response classes for one API version (looked up once)."""
     return load_payload_module(api_key, api_version, EntityType.response)

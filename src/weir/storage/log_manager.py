@@ -201,6 +201,8 @@ class LogManager:
         online = [d for d in self.dirs if d.online]
         if not online:
             raise LogDirectoryError("every log directory is offline")
+        if len(online) == 1:
+            return online[0]
         counts = {id(d): 0 for d in online}
         for d in self._dir_of.values():
             if id(d) in counts:

@@ -321,6 +321,12 @@ class PartitionLog:
         if self.offline_reason is not None:
             raise LogDirectoryError(f"{self.directory.name} is offline: {self.offline_reason}")
 
+    def assign_leader_epoch(self, epoch: int) -> None:
+        """Becoming leader in `epoch`: it starts at the log end offset (written at once, as
+        Kafka does when a replica becomes leader, so that appends need not write it)."""
+        with self._lock:
+            self.epoch_cache.assign(epoch, self.log_end_offset)
+
     def take_offline(self, reason: str) -> None:
         """Refuse appends and reads from now on (its log directory failed)."""
         with self._lock:
