@@ -247,7 +247,7 @@ class ReplicaManager:
     # ---- fetch --------------------------------------------------------------------------------
 
     async def fetch(
-        self,
+        self,  # the results' file slices are the caller's: `release` them once sent
         requests: Sequence[FetchRequestPartition],
         *,
         max_wait_ms: int,
@@ -263,6 +263,7 @@ class ReplicaManager:
             remaining = deadline - self._clock.monotonic_ms()
             if available >= min_bytes or errors or remaining <= 0 or not requests:
                 return results
+            release(results)
             await self._wait_for_data(requests, remaining)
 
     def _read_all(
@@ -293,7 +294,9 @@ class ReplicaManager:
             return FetchResult(request.topic, request.partition, error)
         limit = min(budget, request.max_bytes)
         try:
-            info = partition.log.read(request.offset, limit, min_one_batch=min_one_batch)
+            info = partition.log.read(
+                request.offset, limit, min_one_batch=min_one_batch, retain=True
+            )
         except LogDirectoryError:
             return FetchResult(request.topic, request.partition, ErrorCode.kafka_storage_error)
         except OffsetOutOfRangeError:
@@ -392,3 +395,10 @@ def _stored_form(records: bytes, header: BatchHeader, config: LogConfig) -> byte
         Compression.ZSTD: config.compression_zstd_level,
     }.get(codec)
     return recompress(header, codec, None if level == -1 else level)
+
+
+def release(results: Sequence[FetchResult]) -> None:
+    """Close the file slices a fetch handed out."""
+    for result in results:
+        if result.data is not None:
+            result.data.close()

@@ -238,7 +238,11 @@ class Broker:
                     self._request_memory.release(held)
                     held = 0
                 if response is not None:
-                    await self._send(sock, response)
+                    try:
+                        await self._send(sock, response)
+                    finally:
+                        if isinstance(response, ChunkedResponse):
+                            response.close()
         except RemoteProtocolError as exc:
             log.warning("closing connection from %s: %s", peer, exc)
         except (ConnectionError, TimeoutError):

@@ -37,6 +37,12 @@ class ChunkedResponse:
 
     chunks: list[Chunk]
 
+    def close(self) -> None:
+        """Give back the file slices' descriptors (after sending, or when it cannot be sent)."""
+        for chunk in self.chunks:
+            if not isinstance(chunk, bytes):
+                chunk.close()
+
     @property
     def size(self) -> int:
         return sum(len(c) if isinstance(c, bytes) else c.size for c in self.chunks)

@@ -403,9 +403,12 @@ class PartitionLog:
         *,
         max_offset: int | None = None,
         min_one_batch: bool = True,
+        retain: bool = False,
     ) -> ReadInfo:
         """Whole batches starting with the one that holds `offset`, below `max_offset` (the HW
-        unless given). Raises OffsetOutOfRangeError outside [log start offset, LEO]."""
+        unless given). Raises OffsetOutOfRangeError outside [log start offset, LEO]. With
+        `retain` the slice owns a descriptor of its own (see FileSlice), taken under the lock so
+        that no deletion can close the segment's in between."""
         with self._lock:
             self._check_online()
             bound = self.high_watermark if max_offset is None else max_offset
@@ -414,6 +417,8 @@ class PartitionLog:
                     f"offset {offset} is outside [{self.log_start_offset}, {self.log_end_offset}]"
                 )
             data = self._read(offset, max_bytes, bound, min_one_batch) if offset < bound else None
+            if retain and data is not None:
+                data = data.retained()
             return ReadInfo(data, self.high_watermark, self.log_start_offset, self.log_end_offset)
 
     def _read(self, offset: int, max_bytes: int, bound: int, min_one: bool) -> FileSlice | None:

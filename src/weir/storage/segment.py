@@ -8,6 +8,7 @@ Thread-safety: none. A LogSegment belongs to one PartitionLog, which serialises 
 
 from __future__ import annotations
 
+import dataclasses
 import mmap
 import os
 import random
@@ -34,7 +35,11 @@ _MAX_RELATIVE_OFFSET = 2**31 - 1
 
 @dataclass(frozen=True, slots=True)
 class FileSlice:
-    """Whole batches `[position, position + size)` of an open segment file, ready for sendfile."""
+    """Whole batches `[position, position + size)` of an open segment file, ready for sendfile.
+
+    A slice read with `retain` owns `fd`, a duplicate of the segment's descriptor, so the bytes
+    stay readable after the segment is closed or deleted (a topic deletion, retention): its
+    holder must `close()` it. Otherwise `fd` is the segment's own and `close()` does nothing."""
 
     fd: int
     path: Path
@@ -42,9 +47,18 @@ class FileSlice:
     size: int
     first_offset: int
     next_offset: int  # the offset after the slice's last batch: where the next read starts
+    owned: bool = False
 
     def read_bytes(self) -> bytes:
         return os.pread(self.fd, self.size, self.position)
+
+    def retained(self) -> FileSlice:
+        """The same bytes through a descriptor of their own."""
+        return dataclasses.replace(self, fd=os.dup(self.fd), owned=True)
+
+    def close(self) -> None:
+        if self.owned:
+            os.close(self.fd)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,5 @@
-"""Fetch (1): long-poll reads; record bytes go out by sendfile straight from segment files.
+"""Fetch (1): long-poll reads; record bytes go out by sendfile straight from segment files,
+through descriptors of their own that the connection closes once they are sent.
 
 No fetch sessions: every response has session id 0, so clients send full requests (KIP-227
 allows this). read_committed and read_uncommitted see the same data: there are no transactions.
@@ -14,7 +15,7 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import Records
 
 from weir.broker.context import BrokerContext, make
-from weir.broker.replica_manager import FetchRequestPartition, FetchResult
+from weir.broker.replica_manager import FetchRequestPartition, FetchResult, release
 from weir.broker.wire import ChunkedResponse
 from weir.protocol.apis import ApiKey
 from weir.protocol.codec import Request, response_module
@@ -32,7 +33,11 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
     results = await broker.replicas.fetch(
         wanted, max_wait_ms=max(0, max_wait_ms), min_bytes=body.min_bytes, max_bytes=body.max_bytes
     )
-    return _response(request, results)
+    try:
+        return _response(request, results)
+    except BaseException:
+        release(results)
+        raise
 
 
 def _response(request: Request, results: list[FetchResult]) -> ChunkedResponse:
