@@ -17,12 +17,14 @@ as dirty once.
 Output goes through `PartitionLog.replace_segments` (`.cleaned` -> `.swap` -> live), which a
 crash at any point leaves either undone or completed on the next load.
 
-Thread-safety: `clean` holds the log's lock while it works, so appends wait for it.
+Thread-safety: `clean` takes the log's lock only to choose segments and to swap, as Kafka's
+cleaner does; one cleaner thread per log manager.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 from weir.clock import Clock
 from weir.records import BatchHeader, BatchSpec, Record, build_batch, iter_records
@@ -34,32 +36,68 @@ _MAX_RELATIVE_OFFSET = 2**31 - 1
 
 
 class LogCleaner:
-    def __init__(self, clock: Clock) -> None:
+    """`before_swap`, if given, runs after a group is rewritten and before it replaces the old
+    segments (a test holds a pass there)."""
+
+    def __init__(self, clock: Clock, before_swap: Callable[[PartitionLog], None] | None = None):
         self._clock = clock
+        self._before_swap = before_swap
 
     def clean(self, log: PartitionLog) -> int:
-        """Compact `log` once; return how many segments were rewritten."""
+        """Compact `log` once; return how many segments were rewritten. The log's lock is held
+        only to choose the segments and to swap each rewritten group in: appends, reads and
+        other logs go on while the pass reads and writes (its segments are pinned open)."""
         with log.lock():
+            if log.closed:
+                return 0
             candidates = self._cleanable_segments(log)
             if not candidates or not self._worth_cleaning(log, candidates):
                 return 0
             dirty_from = log.segments[len(candidates)].base_offset
-            latest = _latest_offsets(candidates)
-            horizon = self._clock.milliseconds() - log.config.delete_retention_ms
-            rewritten = 0
-            newest_tombstone = -1
-            for group in _group(candidates, log.config.segment_bytes):
-                cleaned, tombstone = self._rewrite(log, group, latest, horizon)
-                newest_tombstone = max(newest_tombstone, tombstone)
-                if cleaned is None:
-                    continue
-                log.replace_segments(cleaned, group)
-                rewritten += len(group)
+            for segment in candidates:
+                segment.pin()
+        try:
+            return self._clean_pinned(log, candidates, dirty_from)
+        finally:
+            with log.lock():
+                for segment in candidates:
+                    segment.unpin()
+
+    def _clean_pinned(
+        self, log: PartitionLog, candidates: list[LogSegment], dirty_from: int
+    ) -> int:
+        config = log.config
+        latest = _latest_offsets(candidates)
+        horizon = self._clock.milliseconds() - config.delete_retention_ms
+        rewritten = 0
+        newest_tombstone = -1
+        for group in _group(candidates, config.segment_bytes):
+            cleaned, tombstone = self._rewrite(log, group, latest, horizon)
+            newest_tombstone = max(newest_tombstone, tombstone)
+            if cleaned is None:
+                continue
+            if self._before_swap is not None:
+                self._before_swap(log)
+            if not self._swap(log, cleaned, group):
+                return rewritten
+            rewritten += len(group)
+        with log.lock():
             log.first_dirty_offset = dirty_from
             log.tombstones_due_ms = None
             if newest_tombstone >= 0:
-                log.tombstones_due_ms = newest_tombstone + log.config.delete_retention_ms + 1
-            return rewritten
+                log.tombstones_due_ms = newest_tombstone + config.delete_retention_ms + 1
+        return rewritten
+
+    @staticmethod
+    def _swap(log: PartitionLog, cleaned: LogSegment, group: list[LogSegment]) -> bool:
+        """Put `cleaned` in place of `group`, unless the log changed under the pass (closed,
+        deleted, truncated): then the pass's output is dropped."""
+        with log.lock():
+            if log.closed or any(segment not in log.segments for segment in group):
+                cleaned.delete()
+                return False
+            log.replace_segments(cleaned, group)
+            return True
 
     def _worth_cleaning(self, log: PartitionLog, candidates: list[LogSegment]) -> bool:
         ends = [s.base_offset for s in log.segments[1 : len(candidates) + 1]]

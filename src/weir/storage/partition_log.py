@@ -121,6 +121,7 @@ class PartitionLog:
         self.recovery_point = recovery_point
         self.load_report = LoadReport()
         self.offline_reason: str | None = None
+        self.closed = False
         self.first_dirty_offset = 0  # where compaction has not been yet (see cleaner.py)
         self.tombstones_due_ms: int | None = None  # when kept tombstones may go (cleaner.py)
         self._load(clean_shutdown)
@@ -602,6 +603,7 @@ class PartitionLog:
         """Flush and close every segment; indexes are trimmed so a restart need not rescan.
         Raises LogDirectoryError (after closing everything) if data may not be on disk."""
         with self._lock:
+            self.closed = True
             if self.offline_reason is not None:
                 self._close_segments()
                 return
@@ -629,6 +631,7 @@ class PartitionLog:
 
     def delete(self) -> None:
         with self._lock:
+            self.closed = True
             for segment in self.segments:
                 segment.delete()
             self.segments = []

@@ -133,6 +133,8 @@ class LogSegment:
         self.max_timestamp, self.offset_of_max_timestamp = last_time or (-1, base_offset)
         self.rolling_timestamp: int | None = None
         self.roll_jitter_ms = _roll_jitter(config)
+        self._pins = 0
+        self._close_deferred = False
         if config.preallocate and self.size == 0 and not transit:
             self._reserve_space()
 
@@ -441,9 +443,25 @@ class LogSegment:
             index.rename(segment_path(self.directory, self.base_offset, suffix, transit))
         self.transit = transit
 
+    def pin(self) -> None:
+        """Keep the log file open until `unpin`, even if the segment is closed or deleted
+        meanwhile (the cleaner reads segments outside the log's lock). Under the log's lock."""
+        self._pins += 1
+
+    def unpin(self) -> None:
+        self._pins -= 1
+        if self._pins == 0 and self._close_deferred:
+            self._close_log_file()
+
     def close(self) -> None:
         self.offset_index.close()
         self.time_index.close()
+        if self._pins:
+            self._close_deferred = True
+            return
+        self._close_log_file()
+
+    def _close_log_file(self) -> None:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
