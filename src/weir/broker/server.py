@@ -34,6 +34,7 @@ from weir.broker.handlers import HANDLERS, api_versions
 from weir.broker.replica_manager import ReplicaManager
 from weir.broker.request_log import RequestLog
 from weir.broker.topics import TopicManager
+from weir.broker.tuning import apply_allocator_settings
 from weir.broker.wire import ChunkedResponse
 from weir.clock import Clock, SystemClock, ThreadScheduler
 from weir.cluster.metadata import EmbeddedMetadataStore
@@ -346,6 +347,7 @@ def run(config: BrokerConfig, *, ready_file: Path | None = None) -> int:
 
     diskio.install_faults_from_environment()
     raise_descriptor_limit()
+    apply_allocator_settings()
 
     async def main() -> None:
         broker = Broker(config)
