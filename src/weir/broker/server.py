@@ -42,7 +42,7 @@ from weir.protocol import legacy_produce
 from weir.protocol.apis import ApiKey, decodable
 from weir.protocol.codec import decode_request, encode_response
 from weir.protocol.errors import FrameTooLargeError, RemoteProtocolError, UnsupportedVersionError
-from weir.protocol.framing import NEED_DATA, FrameDecoder
+from weir.protocol.framing import NEED_DATA, Frame, FrameDecoder, NeedData
 from weir.storage import FileSlice, LogConfig, LogManager, LogManagerConfig
 
 log = logging.getLogger(__name__)
@@ -231,7 +231,7 @@ class Broker:
                     if not await self._receive(sock, decoder):
                         return
                     continue
-                assert isinstance(payload, bytes)
+                assert not isinstance(payload, NeedData)
                 try:
                     response = await self._dispatch(payload)
                 finally:
@@ -271,11 +271,20 @@ class Broker:
 
     @staticmethod
     async def _receive(sock: socket.socket, decoder: FrameDecoder) -> bool:
-        data = await asyncio.get_running_loop().sock_recv(sock, RECV_BYTES)
+        """Read what the socket has: into a large frame in place, or into the decoder's buffer.
+        False once the peer has closed."""
+        loop = asyncio.get_running_loop()
+        target = decoder.receive_buffer()
+        if target is not None:
+            with target:
+                count = await loop.sock_recv_into(sock, target)
+            decoder.received(count)
+            return count > 0
+        data = await loop.sock_recv(sock, RECV_BYTES)
         decoder.receive_data(data)
         return bool(data)
 
-    async def _dispatch(self, payload: bytes) -> bytes | ChunkedResponse | None:
+    async def _dispatch(self, payload: Frame) -> bytes | ChunkedResponse | None:
         try:
             request = decode_request(payload, self._decodable)
         except UnsupportedVersionError as exc:

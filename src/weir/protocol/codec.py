@@ -83,7 +83,7 @@ def codec_for(api_key: int, api_version: int) -> _Codec:
     )
 
 
-def peek_header(payload: bytes) -> tuple[int, int, int]:
+def peek_header(payload: bytes | memoryview) -> tuple[int, int, int]:
     """(api_key, api_version, correlation_id) from the fixed start of any request header."""
     if len(payload) < _PEEK.size:
         raise InvalidRequestError(f"request of {len(payload)} bytes has no header")
@@ -91,7 +91,9 @@ def peek_header(payload: bytes) -> tuple[int, int, int]:
     return api_key, api_version, correlation_id
 
 
-def decode_request(payload: bytes, supported: Mapping[int, tuple[int, int]]) -> Request:
+def decode_request(
+    payload: bytes | memoryview, supported: Mapping[int, tuple[int, int]]
+) -> Request:
     """Decode one request payload (without its size prefix)."""
     api_key, api_version, correlation_id = peek_header(payload)
     if api_key not in supported:

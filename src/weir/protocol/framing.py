@@ -4,6 +4,10 @@ Every Kafka request and response is `size:int32 | payload`. `FrameDecoder` buffe
 transport hands it and yields complete payloads; it enforces `socket.request.max.bytes` from the
 size prefix alone, before buffering the payload, so an oversized frame costs nothing.
 Nothing here touches sockets: the caller moves the bytes.
+
+A frame larger than `in_place_bytes` is received in place: once its size is known, the decoder
+allocates it whole and `receive_buffer()` hands out the part still to fill, so the transport
+writes straight into it (no buffer that grows by copying, and no copy out of one).
 """
 
 from __future__ import annotations
@@ -14,21 +18,27 @@ from typing import Final
 from weir.protocol.errors import FrameTooLargeError, InvalidFrameError
 
 
-class _NeedData:
+class NeedData:
     def __repr__(self) -> str:
         return "NEED_DATA"
 
 
-NEED_DATA: Final = _NeedData()
+NEED_DATA: Final = NeedData()
 _SIZE = struct.Struct(">i")
 SIZE_PREFIX = _SIZE.size
 
 
+Frame = bytes | memoryview
+
+
 class FrameDecoder:
-    def __init__(self, max_frame_bytes: int) -> None:
+    def __init__(self, max_frame_bytes: int, in_place_bytes: int = 64 * 1024) -> None:
         self.max_frame_bytes = max_frame_bytes
+        self.in_place_bytes = in_place_bytes
         self._buffer = bytearray()
         self._position = 0
+        self._large: bytearray | None = None  # a large frame being received in place
+        self._large_filled = 0
 
     def receive_data(self, data: bytes | bytearray | memoryview) -> None:
         self._buffer += data
@@ -37,16 +47,43 @@ class FrameDecoder:
     def buffered(self) -> int:
         return len(self._buffer) - self._position
 
+    def receive_buffer(self) -> memoryview | None:
+        """Where the transport should put the next bytes of a large frame (the part of it still
+        to fill), or None to hand them to `receive_data` instead."""
+        if self._large is None:
+            size = self.next_frame_size
+            if size is None or not self.in_place_bytes < size <= self.max_frame_bytes:
+                return None
+            start = self._position + SIZE_PREFIX
+            self._large = bytearray(size)
+            self._large_filled = len(self._buffer) - start  # less than size, or it would be whole
+            self._large[: self._large_filled] = memoryview(self._buffer)[start:]
+            self._buffer.clear()
+            self._position = 0
+        return memoryview(self._large)[self._large_filled :]
+
+    def received(self, count: int) -> None:
+        """`count` bytes were written into the last `receive_buffer()`."""
+        self._large_filled += count
+
     @property
     def next_frame_size(self) -> int | None:
         """The size of the frame being received, once its size prefix is in (else None)."""
+        if self._large is not None:
+            return len(self._large)
         if self.buffered < SIZE_PREFIX:
             return None
         size: int = _SIZE.unpack_from(self._buffer, self._position)[0]
         return size
 
-    def next_frame(self) -> bytes | _NeedData:
-        """The next whole payload, or NEED_DATA. Raises on a negative or oversized size."""
+    def next_frame(self) -> Frame | NeedData:
+        """The next whole payload (read-only), or NEED_DATA. Raises on a negative or oversized
+        size."""
+        if self._large is not None:
+            if self._large_filled < len(self._large):
+                return NEED_DATA
+            frame, self._large = self._large, None
+            return memoryview(frame).toreadonly()
         if self.buffered < SIZE_PREFIX:
             self._compact()
             return NEED_DATA

@@ -51,7 +51,7 @@ def _schema(cls: type) -> tuple[tuple[_Field, ...], dict[int, _Field]]:
 
 
 class _Walk:
-    def __init__(self, payload: bytes) -> None:
+    def __init__(self, payload: bytes | memoryview) -> None:
         self.data = payload
         self.pos = 0
         self.edits: list[tuple[int, int, bytes]] = []  # (start, end, replacement)
@@ -134,12 +134,13 @@ class _Walk:
         if kept_count != count:
             self.edits.append((start, self.pos, _encode_uvarint(kept_count) + bytes(kept)))
 
-    def result(self) -> bytes:
+    def result(self) -> bytes | memoryview:
         if not self.edits:
             return self.data
         out, last = bytearray(), 0
         for start, end, replacement in self.edits:
-            out += self.data[last:start] + replacement
+            out += self.data[last:start]
+            out += replacement
             last = end
         out += self.data[last:]
         return bytes(out)
@@ -154,7 +155,9 @@ def _encode_uvarint(value: int) -> bytes:
     return bytes(out)
 
 
-def checked_payload(payload: bytes, header_type: Any, request_type: Any) -> bytes:
+def checked_payload(
+    payload: bytes | memoryview, header_type: Any, request_type: Any
+) -> bytes | memoryview:
     """`payload` if every length in it fits (unknown tagged fields removed), else raise
     InvalidRequestError. The request header's client id is always a legacy string."""
     walk = _Walk(payload)

@@ -20,7 +20,7 @@ _HEADER_START = struct.Struct(">hhih")  # api key, version, correlation id, clie
 
 
 class _Reader:
-    def __init__(self, payload: bytes, position: int) -> None:
+    def __init__(self, payload: bytes | memoryview, position: int) -> None:
         self.payload = payload
         self.position = position
 
@@ -39,10 +39,10 @@ class _Reader:
         length = self.take(_I16)
         start = self.position
         self.skip(length)
-        return self.payload[start : self.position]
+        return bytes(self.payload[start : self.position])
 
 
-def refuse(payload: bytes) -> bytes:
+def refuse(payload: bytes | memoryview) -> bytes:
     """A framed Produce response (same version) with UNSUPPORTED_VERSION for every partition,
     or InvalidRequestError when it asked for no response (acks=0): the connection closes."""
     if len(payload) < _HEADER_START.size:

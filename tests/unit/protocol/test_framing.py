@@ -139,3 +139,50 @@ def test_the_size_of_the_frame_being_received_is_known_from_its_prefix() -> None
     assert decoder.next_frame_size is None
     decoder.receive_data(frame(b"x" * 300)[3:10])
     assert decoder.next_frame_size == 300 and decoder.next_frame() is NEED_DATA
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    payloads=st.lists(st.binary(min_size=0, max_size=3000), min_size=1, max_size=8),
+    cuts=st.lists(st.integers(1, 700), min_size=1, max_size=30),
+)
+def test_large_frames_received_in_place_come_out_the_same(
+    payloads: list[bytes], cuts: list[int]
+) -> None:
+    """Frames above in_place_bytes go into buffers the decoder hands out; the stream, cut
+    anywhere, still yields every payload once, in order, read-only."""
+    stream = b"".join(frame(p) for p in payloads)
+    decoder = FrameDecoder(10_000, in_place_bytes=500)
+    out: list[bytes] = []
+    position, turn = 0, 0
+    while position < len(stream) or decoder.next_frame_size is not None:
+        while (payload := decoder.next_frame()) is not NEED_DATA:
+            if isinstance(payload, memoryview):
+                assert payload.readonly
+            out.append(bytes(payload))
+        if position >= len(stream):
+            break
+        step = cuts[turn % len(cuts)]
+        turn += 1
+        target = decoder.receive_buffer()
+        if target is not None:
+            count = min(step, len(target), len(stream) - position)
+            target[:count] = stream[position : position + count]
+            decoder.received(count)
+        else:
+            count = min(step, len(stream) - position)
+            decoder.receive_data(stream[position : position + count])
+        position += count
+    assert out == payloads
+
+
+def test_a_large_frame_is_allocated_once_at_its_size() -> None:
+    decoder = FrameDecoder(1 << 20, in_place_bytes=100)
+    decoder.receive_data(frame(b"y" * 1000)[:50])
+    target = decoder.receive_buffer()
+    assert target is not None and len(target) == 1000 - 46
+    target[:] = b"y" * len(target)
+    decoder.received(len(target))
+    payload = decoder.next_frame()
+    assert isinstance(payload, memoryview) and payload.readonly and bytes(payload) == b"y" * 1000
+    assert decoder.receive_buffer() is None and decoder.next_frame() is NEED_DATA
