@@ -25,12 +25,18 @@ class BrokerProcess:
         config: dict[str, object] | None = None,
         env: dict[str, str] | None = None,
         prefix: list[str] | None = None,
+        log_dirs: list[Path] | None = None,
     ) -> None:
         """`env`: variables added to this environment for the child; `prefix`: a command the
-        broker runs under (e.g. `prlimit --nofile=256:256`)."""
+        broker runs under (e.g. `prlimit --nofile=256:256`); `log_dirs`: several log directories
+        (`log.dirs`, given instead of `--data-dir`; `data_dir` then only names the broker's
+        config, log and ready files)."""
         self.data_dir = data_dir
         self.env = env
         self.prefix = prefix or []
+        self.log_dirs = log_dirs
+        if log_dirs:
+            config = {**(config or {}), "log.dirs": ",".join(str(d) for d in log_dirs)}
         self.config_file: Path | None = None
         if config:
             self.config_file = data_dir.parent / f"{data_dir.name}.toml"
@@ -51,8 +57,9 @@ class BrokerProcess:
     def start(self, timeout: float = 30) -> None:
         ready = self.data_dir.parent / f"{self.data_dir.name}.ready"
         ready.unlink(missing_ok=True)
+        where = [] if self.log_dirs else ["--data-dir", str(self.data_dir)]
         command = [*self.prefix, sys.executable, "-m", "weir.cli.main", "broker", "start",
-                   "--data-dir", str(self.data_dir), "--listen", f"127.0.0.1:{self.port}",
+                   *where, "--listen", f"127.0.0.1:{self.port}",
                    "--ready-file", str(ready)]  # fmt: skip
         if self.config_file is not None:
             command += ["--config", str(self.config_file)]

@@ -111,7 +111,10 @@ class _MappedIndex:
         self.entries = n
 
     def reset(self) -> None:
-        self.truncate_to_entries(0)
+        """Forget every entry: the file is cut to nothing and grown again, sparse (no write, so
+        a full disk can still rebuild the index it is about to fill)."""
+        self.entries = 0
+        self.resize(0)
         self.resize(self.max_index_size)
 
     def trim(self) -> None:

@@ -122,6 +122,7 @@ class PartitionLog:
         self.load_report = LoadReport()
         self.offline_reason: str | None = None
         self.closed = False
+        self._directory_unsynced = False
         self.first_dirty_offset = 0  # where compaction has not been yet (see cleaner.py)
         self.tombstones_due_ms: int | None = None  # when kept tombstones may go (cleaner.py)
         self._load(clean_shutdown)
@@ -356,8 +357,24 @@ class PartitionLog:
             previous.make_active()
             raise
         self.segments.append(segment)
-        fsync_directory(self.directory)
+        self._directory_unsynced = True
+        self._scheduler.schedule(f"sync-{self.directory.name}", self.sync_directory, 0)
         return segment
+
+    def sync_directory(self) -> None:
+        """Make new segments' directory entries durable: on the scheduler after a roll (as
+        Kafka flushes a rolled log in the background), and before any flush relies on them."""
+        with self._lock:
+            if not self.closed:
+                self._sync_directory()
+
+    def _sync_directory(self) -> None:
+        if self._directory_unsynced:
+            try:
+                fsync_directory(self.directory)
+            except OSError as exc:
+                raise LogDirectoryError(f"{self.directory.name}: fsync failed: {exc}") from exc
+            self._directory_unsynced = False
 
     def _new_segment(self, base_offset: int) -> LogSegment:
         try:
@@ -389,6 +406,7 @@ class PartitionLog:
                 diskio.sync(segment.fd, diskio.SEGMENT, data_only=True)
         except OSError as exc:
             raise LogDirectoryError(f"{self.directory.name}: flush failed: {exc}") from exc
+        self._sync_directory()
         self.recovery_point = self.log_end_offset
         self._unflushed_records = 0
         self._last_flush_ms = self._clock.monotonic_ms()

@@ -9,6 +9,7 @@ Thread-safety: none. A LogSegment belongs to one PartitionLog, which serialises 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import mmap
 import os
 import random
@@ -25,6 +26,8 @@ from weir.storage.config import LogConfig
 from weir.storage.errors import CorruptIndexError, LogDirectoryError
 from weir.storage.files import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_path
 from weir.storage.index import OffsetIndex, TimeIndex
+
+log = logging.getLogger(__name__)
 
 _SCAN_CHUNK = 8 * 1024
 _HEADER_FIELDS = struct.Struct(">qi")  # base offset, batch length
@@ -135,6 +138,7 @@ class LogSegment:
         self.roll_jitter_ms = _roll_jitter(config)
         self._pins = 0
         self._close_deferred = False
+        self._warned_index_skipped = False
         if config.preallocate and self.size == 0 and not transit:
             self._reserve_space()
 
@@ -203,11 +207,36 @@ class LogSegment:
     def _track(self, position: int, base: int, last: int, size: int, max_ts: int) -> None:
         if max_ts > self.max_timestamp:
             self.max_timestamp, self.offset_of_max_timestamp = max_ts, last
-        if self.bytes_since_last_index_entry > self.config.index_interval_bytes:
-            self.offset_index.append(base, position)
-            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+        due = self.bytes_since_last_index_entry > self.config.index_interval_bytes
+        if due and self._index_entry(base, position):
             self.bytes_since_last_index_entry = 0
         self.bytes_since_last_index_entry += size
+
+    def _index_entry(self, base: int, position: int) -> bool:
+        """Index the batch at `position`; False if a full disk had no page for the entry.
+        Indexes only shorten scans (a lookup reads on from the entry before), so a full disk
+        skips entries rather than refusing the batch or the recovery that rebuilds them."""
+        try:
+            self.offset_index.append(base, position)
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+        except OSError as exc:
+            self._index_skipped(exc)
+            return False
+        return True
+
+    def _index_final_timestamp(self) -> None:
+        """The segment's largest timestamp as its last time-index entry, if the disk has room."""
+        try:
+            self.time_index.append_final(self.max_timestamp, self.offset_of_max_timestamp)
+        except OSError as exc:
+            self._index_skipped(exc)
+
+    def _index_skipped(self, exc: OSError) -> None:
+        if not diskio.is_out_of_space(exc):
+            raise exc
+        if not self._warned_index_skipped:
+            log.warning("%s: index entries skipped, no space: %s", self.log_path, exc)
+            self._warned_index_skipped = True
 
     def should_roll(self, batch_size: int, batch_max_ts: int, last_offset: int) -> bool:
         if self.size == 0:
@@ -331,7 +360,7 @@ class LogSegment:
         if truncated:
             diskio.truncate(self.fd, valid, diskio.SEGMENT)
             self.size = valid
-        self.time_index.append_final(self.max_timestamp, self.offset_of_max_timestamp)
+        self._index_final_timestamp()
         return RecoveryResult(valid, truncated, reason)
 
     def _scan_valid_prefix(self, on_batch: Callable[[BatchHeader], None]) -> tuple[int, str | None]:
@@ -416,7 +445,7 @@ class LogSegment:
     def on_become_inactive(self) -> None:
         """Called when a newer segment takes over appends: index the final max timestamp, trim
         the indexes, and give back space reserved past the end of the log."""
-        self.time_index.append_final(self.max_timestamp, self.offset_of_max_timestamp)
+        self._index_final_timestamp()
         self.offset_index.trim()
         self.time_index.trim()
         if self.config.preallocate:
