@@ -92,6 +92,15 @@ class _Reader:
         return self.data[self.at - length : self.at]
 
 
+def record_key(data: bytes) -> bytes | None:
+    """The key of a stored event, without decoding the rest of it."""
+    (length,) = _I32.unpack_from(data, _I64.size)
+    if length < 0:
+        return None
+    start = _I64.size + _I32.size
+    return data[start : start + length]
+
+
 def decode_event(topic: str, data: bytes) -> Event:
     reader = _Reader(data)
     timestamp = reader.take(_I64)

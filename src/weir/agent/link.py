@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
@@ -26,11 +26,19 @@ log = logging.getLogger(__name__)
 
 METADATA_TIMEOUT_S = 5.0
 ABANDON_GRACE_S = 5.0
-_LEADER_WAIT_ROUNDS = 10
+_LEADER_WAIT_S = 0.2
 
 
 class DeliveryFailed(Exception):
     """Some record of a batch was not acknowledged; the whole batch must be sent again."""
+
+
+@dataclass
+class Abandon:
+    """Set when the agent stops: acknowledgements in flight then get `grace_s` more to arrive."""
+
+    requested: threading.Event = field(default_factory=threading.Event)
+    grace_s: float = ABANDON_GRACE_S
 
 
 @dataclass
@@ -75,12 +83,12 @@ class KafkaLink:
         events: list[Event],
         partition: int,
         timeout_s: float,
-        abandon: threading.Event | None = None,
+        abandon: Abandon | None = None,
     ) -> None:
         """Produce `events` to one partition and wait for every acknowledgement.
 
-        Once `abandon` is set (the agent is stopping), acknowledgements still in flight get
-        `ABANDON_GRACE_S` to arrive; after that the wait ends with `DeliveryFailed`.
+        Once `abandon` is requested (the agent is stopping), acknowledgements still in flight
+        get its `grace_s` to arrive; after that the wait ends with `DeliveryFailed`.
         """
         pending = _Pending(remaining=len(events), done=threading.Event())
         producer = self._producer
@@ -88,8 +96,8 @@ class KafkaLink:
             self._produce(producer, event, partition, pending)
         deadline = time.monotonic() + timeout_s
         while not pending.done.wait(0.1):
-            if abandon is not None and abandon.is_set():
-                deadline = min(deadline, time.monotonic() + ABANDON_GRACE_S)
+            if abandon is not None and abandon.requested.is_set():
+                deadline = min(deadline, time.monotonic() + abandon.grace_s)
                 abandon = None
             if time.monotonic() > deadline:
                 raise DeliveryFailed(f"no acknowledgement within {timeout_s:.0f}s")
@@ -114,22 +122,26 @@ class KafkaLink:
             except BufferError:
                 time.sleep(0.01)
 
-    def partition_count(self, topic: str) -> int:
-        """The topic's partition count; may create the topic if the cluster auto-creates."""
-        for _ in range(_LEADER_WAIT_ROUNDS):
-            metadata = self._metadata(topic)
+    def partition_count(self, topic: str, wait_s: float = METADATA_TIMEOUT_S) -> int:
+        """The topic's partition count, asking for at most `wait_s`; may create the topic if
+        the cluster auto-creates (its leaders may take a few rounds to be elected)."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            remaining = deadline - time.monotonic()
+            metadata = self._metadata(topic, max(remaining, 0.05))
             described = metadata.topics.get(topic)
             error = described.error if described is not None else None
             if error is None and described is not None and described.partitions:
                 return len(described.partitions)
             if error is not None and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
                 raise UnknownTopicError(f"topic {topic!r} does not exist")
-            time.sleep(0.2)
-        raise MetadataUnavailable(f"no partitions known for topic {topic!r}")
+            if time.monotonic() + _LEADER_WAIT_S > deadline:
+                raise MetadataUnavailable(f"no partitions known for topic {topic!r}")
+            time.sleep(_LEADER_WAIT_S)
 
-    def _metadata(self, topic: str) -> Any:
+    def _metadata(self, topic: str, timeout_s: float) -> Any:
         try:
-            metadata = self._producer.list_topics(topic, timeout=METADATA_TIMEOUT_S)
+            metadata = self._producer.list_topics(topic, timeout=min(timeout_s, METADATA_TIMEOUT_S))
         except KafkaException as exc:
             self.reachable = False
             raise MetadataUnavailable(f"cluster unreachable: {exc.args[0]}") from exc
@@ -160,9 +172,9 @@ class KafkaLink:
         while not self._closed.is_set():
             self._producer.poll(0.05)
 
-    def close(self) -> None:
+    def close(self, timeout_s: float = 1.0) -> None:
         """Stop; records not yet acknowledged stay in the queues and are sent after a restart."""
         self._closed.set()
-        self._poller.join()
+        self._poller.join(timeout_s)
         self._producer.purge()
-        self._producer.flush(1)
+        self._producer.flush(min(timeout_s, 1.0))

@@ -21,6 +21,8 @@ only a hint for the write position, which the walk always finds again, so a cras
 was written loses nothing it wrote.
 
 Thread-safety: every public method takes the ring's lock; callers may share one ring freely.
+Once closed, a ring refuses appends (`RingClosed`), peeks nothing and ignores acknowledgements,
+so a sender still running while the agent stops leaves the records for the next start.
 The ring never decides policy on its own: `append` raises `RingFull` unless asked to overwrite.
 """
 
@@ -51,6 +53,10 @@ RECORD_OVERHEAD = _RECORD.size
 
 class RingFull(Exception):
     """The ring has no room for the records and overwriting was not allowed."""
+
+
+class RingClosed(Exception):
+    """The ring was closed (the agent is stopping); nothing was stored."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -111,6 +117,8 @@ class DiskRing:
         if not payloads:
             return 0
         with self._lock:
+            if self._map.closed:
+                raise RingClosed(f"queue {self.path} is closed")
             evicted = self._make_room(needed, overwrite)
             if evicted:
                 # The new read position must be on disk before its old records are overwritten.
@@ -123,7 +131,11 @@ class DiskRing:
         with self._lock:
             payloads: list[bytes] = []
             position, size = self._read_position, 0
-            while position < self._write_position and len(payloads) < max_records:
+            while (
+                position < self._write_position
+                and len(payloads) < max_records
+                and not self._map.closed
+            ):
                 payload, position = self._read_record_at(position)
                 payloads.append(payload)
                 size += len(payload)
@@ -136,7 +148,7 @@ class DiskRing:
     def acknowledge(self, batch: RecordBatchView) -> None:
         """Advance the read position past `batch`, unless overwriting already moved beyond it."""
         with self._lock:
-            if batch.end_sequence <= self._read_sequence:
+            if batch.end_sequence <= self._read_sequence or self._map.closed:
                 return
             self._read_position = batch.end_position
             self._read_sequence = batch.end_sequence

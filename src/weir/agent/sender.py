@@ -17,7 +17,7 @@ import logging
 import threading
 
 from weir.agent.event import decode_event
-from weir.agent.link import DeliveryFailed, KafkaLink
+from weir.agent.link import ABANDON_GRACE_S, Abandon, DeliveryFailed, KafkaLink
 from weir.agent.queue import PartitionQueue
 from weir.clock import Clock
 
@@ -59,7 +59,8 @@ class Sender:
         self.state = SenderState.IDLE
         self.sent = 0
         self.last_error: str | None = None
-        self._stopping = threading.Event()
+        self._abandon = Abandon()
+        self._stopping = self._abandon.requested
         self._thread = threading.Thread(
             target=self._run, name=f"weir-sender-{queue.topic}-{queue.partition}", daemon=True
         )
@@ -67,13 +68,17 @@ class Sender:
     def start(self) -> None:
         self._thread.start()
 
-    def request_stop(self) -> None:
-        """Stop after the batch in flight (given a grace period to be acknowledged)."""
+    def request_stop(self, grace_s: float = ABANDON_GRACE_S) -> None:
+        """Stop after the batch in flight, which gets `grace_s` more to be acknowledged."""
+        self._abandon.grace_s = grace_s
         self._stopping.set()
+
+    def join(self, timeout_s: float) -> None:
+        self._thread.join(timeout_s)
 
     def stop(self) -> None:
         self.request_stop()
-        self._thread.join(timeout=self._delivery_timeout_s)
+        self.join(self._delivery_timeout_s)
 
     def _move(self, target: SenderState) -> None:
         if target not in TRANSITIONS[self.state]:
@@ -95,7 +100,7 @@ class Sender:
         events = [decode_event(self.queue.topic, p) for p in batch.payloads]
         try:
             self._link.deliver(events, self.queue.partition, self._delivery_timeout_s,
-                               abandon=self._stopping)  # fmt: skip
+                               abandon=self._abandon)  # fmt: skip
         except DeliveryFailed as exc:
             self.queue.note_delivery(False)
             self._back_off(str(exc))
