@@ -24,7 +24,14 @@ from typing import Any
 
 from weir.agent.config import AgentConfig
 from weir.agent.deadletter import DeadLetters
-from weir.agent.event import Event, Headers, encode_event, encode_record, encode_unkeyed
+from weir.agent.event import (
+    Event,
+    Headers,
+    encode_event,
+    encode_record,
+    encode_unkeyed,
+    timestamp_prefix,
+)
 from weir.agent.link import KafkaLink
 from weir.agent.memory import SpillingQueue
 from weir.agent.metrics import serve_metrics
@@ -103,7 +110,7 @@ class Agent:
             clock=self._clock,
             queue_factory=self._make_queue,
             caller_wait_ms=config.metadata_wait_ms,
-            reachable=lambda: self._link.reachable,
+            reachable=lambda: not self._link.known_down,
             also_scan=(config.shared_memory_directory(),),
         )
         self.registry.on_new_queue = self._start_sender
@@ -210,6 +217,34 @@ class Agent:
             self._count_results(topic, shares)
         return results
 
+    def send_records(
+        self,
+        topic: str,
+        keys: Sequence[bytes | None],
+        records: Sequence[bytes],
+        sizes: Sequence[int],
+    ) -> list[SendError | None]:
+        """Store events of one topic given as untimed records (`weir.agent.event`: the stored
+        form minus the timestamp, as the socket protocol carries them) with their keys and sizes;
+        they share one timestamp. One result per event, as `send_batch`."""
+        invalid = self._refusal(topic, 0)
+        if invalid is not None:
+            self.counts.add(topic, len(records), invalid)
+            return [invalid] * len(records)
+        stamp = timestamp_prefix(self._clock.milliseconds())
+        if max(sizes, default=0) <= self._max_event_bytes:
+            shares = self._store_topic(topic, keys, [stamp + r for r in records])
+            self._count_results(topic, shares)
+            return shares
+        results: list[SendError | None] = [None] * len(records)
+        accepted = self._refuse_oversized_sizes(topic, sizes, results)
+        payloads = [stamp + records[i] for i in accepted]
+        shares = self._store_topic(topic, [keys[i] for i in accepted], payloads)
+        for index, error in zip(accepted, shares, strict=True):
+            results[index] = error
+        self._count_results(topic, shares)
+        return results
+
     def event(
         self,
         topic: str,
@@ -238,15 +273,19 @@ class Agent:
         results: list[SendError | None],
     ) -> list[int]:
         """Marks events over `max_event_bytes` refused; returns the indexes of the others."""
-        limit = self._max_event_bytes
         sizes = [len(v or b"") for v in values]
         if keys is not None:
             sizes = [size + len(k or b"") for size, k in zip(sizes, keys, strict=True)]
-        if max(sizes, default=0) <= limit:
+        if max(sizes, default=0) <= self._max_event_bytes:
             return list(range(len(values)))
+        return self._refuse_oversized_sizes(topic, sizes, results)
+
+    def _refuse_oversized_sizes(
+        self, topic: str, sizes: Sequence[int], results: list[SendError | None]
+    ) -> list[int]:
         accepted = []
         for index, size in enumerate(sizes):
-            if size > limit:
+            if size > self._max_event_bytes:
                 results[index] = self._too_large(size)
                 self.counts.add(topic, 1, results[index])
             else:
@@ -311,9 +350,11 @@ class Agent:
     def _store_partitioned(
         self, topic: str, count: int, keys: Sequence[bytes | None] | None, payloads: list[bytes]
     ) -> list[SendError | None]:
-        if keys is None:
+        if keys is None or keys.count(None) == len(keys):
             partition = self._sticky.partition(topic, count, len(payloads))
             return [self._store_payloads(topic, partition, payloads)] * len(payloads)
+        if count == 1:
+            return [self._store_payloads(topic, 0, payloads)] * len(payloads)
         by_partition: dict[int, list[int]] = defaultdict(list)
         for index, key in enumerate(keys):
             if key is None:

@@ -24,7 +24,8 @@ from weir.agent.wire import (
     encode_status,
 )
 
-WINDOW = 128  # requests in flight: small enough that requests and replies fit socket buffers
+WINDOW = 1024  # requests in flight: their answers (15 bytes each) fit the socket's buffer
+CHUNK = 128  # requests per write
 DEFAULT_TIMEOUT_S = 60.0
 
 
@@ -58,21 +59,36 @@ class AgentClient:
         self._send_bytes(PREAMBLE)
 
     def send_all(self, events: Iterable[Event]) -> list[Response]:
-        """Send every event; one response per event, in order."""
+        """Send every event; one response per event, in order.
+
+        Frames go out CHUNK at a time in one write, with at most WINDOW unanswered, so the agent
+        reads many per call and stores them together.
+        """
         responses: list[Response] = []
         in_flight = 0
+        chunk: list[bytes] = []
         for event in events:
-            self._send_bytes(encode_send(self._take_id(), event))
-            in_flight += 1
-            if in_flight >= WINDOW:
-                got = self._receive()
-                responses += got
-                in_flight -= len(got)
+            chunk.append(encode_send(self._take_id(), event))
+            if len(chunk) == CHUNK:
+                in_flight += self._send_chunk(chunk)
+                while in_flight > WINDOW - CHUNK:
+                    in_flight -= self._receive_into(responses)
+        in_flight += self._send_chunk(chunk)
         while in_flight > 0:
-            got = self._receive()
-            responses += got
-            in_flight -= len(got)
+            in_flight -= self._receive_into(responses)
         return responses
+
+    def _send_chunk(self, chunk: list[bytes]) -> int:
+        count = len(chunk)
+        if count:
+            self._send_bytes(b"".join(chunk))
+            chunk.clear()
+        return count
+
+    def _receive_into(self, responses: list[Response]) -> int:
+        got = self._receive()
+        responses += got
+        return len(got)
 
     def status(self) -> dict[str, Any]:
         self._send_bytes(encode_status(self._take_id()))

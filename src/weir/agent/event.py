@@ -75,6 +75,63 @@ def encode_unkeyed(timestamp_ms: int, values: Sequence[bytes | None]) -> list[by
     ]
 
 
+def timestamp_prefix(timestamp_ms: int) -> bytes:
+    """The first bytes of a stored event: put before an untimed record, they make it whole."""
+    return _I64.pack(timestamp_ms)
+
+
+def encode_untimed(key: bytes | None, value: bytes | None) -> bytes:
+    """The stored form of an event without headers, minus its timestamp (see `timestamp_prefix`)."""
+    return _optional_bytes(key) + _optional_bytes(value) + _NO_HEADERS
+
+
+_UNTIMED_EMPTY = _I32.size * 2 + _U16.size
+
+
+def check_untimed(data: bytes, start: int, end: int) -> tuple[bytes | None, int]:
+    """Checks that `data[start:end]` is a stored event minus its timestamp; returns its key and
+    its size (key, value and header bytes). Raises ValueError when it is malformed."""
+    if end - start < _UNTIMED_EMPTY:
+        raise ValueError("event shorter than its fixed fields")
+    (key_length,) = _I32.unpack_from(data, start)
+    if key_length > 0:
+        at = start + 4 + key_length
+        key: bytes | None = data[start + 4 : at]
+    elif key_length in (0, -1):
+        at, key = start + 4, b"" if key_length == 0 else None
+    else:
+        raise ValueError("bad key length")
+    if at + 6 > end:
+        raise ValueError("bad key length")
+    (value_length,) = _I32.unpack_from(data, at)
+    if value_length < -1:
+        raise ValueError("bad value length")
+    size = value_length + (key_length if key_length > 0 else 0) + (value_length < 0)
+    at += 4 + (value_length if value_length > 0 else 0)
+    if at + 2 == end and data[at] == 0 and data[at + 1] == 0:
+        return key, size
+    if at + 2 > end:
+        raise ValueError("bad value length")
+    return key, _check_headers(data, at, end, size)
+
+
+def _check_headers(data: bytes, at: int, end: int, size: int) -> int:
+    reader = _Reader(data[:end])
+    reader.at = at
+    try:
+        for _ in range(reader.take(_U16)):
+            name_length = reader.take(_U16)
+            reader.at += name_length
+            data[reader.at - name_length : reader.at].decode()
+            value = reader.optional_bytes()
+            size += name_length + len(value or b"")
+    except (struct.error, UnicodeDecodeError) as exc:
+        raise ValueError(f"bad headers: {exc}") from exc
+    if reader.at != end:
+        raise ValueError("bytes left after the headers")
+    return size
+
+
 class _Reader:
     def __init__(self, data: bytes) -> None:
         self.data, self.at = data, 0

@@ -5,7 +5,8 @@ leader changes; `KafkaLink` adds what the senders need on top: a blocking `deliv
 only when every record of a batch was acknowledged (or says why not), metadata look-ups that
 separate "no such topic" from "cluster unreachable", and a producer replaced after a fatal error.
 `reachable` turns false as soon as librdkafka reports every broker down (or a metadata request or
-delivery fails for want of a connection) and true again on the next answer from the cluster.
+delivery fails for want of a connection) and true again on the next answer from the cluster;
+`known_down` is the same but false until the cluster was first asked.
 Third-party exceptions are translated here, once.
 """
 
@@ -74,9 +75,23 @@ class KafkaLink:
         self._lock = threading.Lock()
         self._producer = Producer(self._config)
         self._closed = threading.Event()
-        self.reachable = False
+        self._answered: bool | None = None  # None until the cluster was first asked
         self._poller = threading.Thread(target=self._poll_loop, name="weir-agent-poll", daemon=True)
         self._poller.start()
+
+    @property
+    def reachable(self) -> bool:
+        """True while the cluster answers."""
+        return self._answered is True
+
+    @reachable.setter
+    def reachable(self, answered: bool) -> None:
+        self._answered = answered
+
+    @property
+    def known_down(self) -> bool:
+        """True once the cluster failed to answer and until it answers again (false at start)."""
+        return self._answered is False
 
     def deliver(
         self,
