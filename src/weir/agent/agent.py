@@ -40,6 +40,7 @@ from weir.agent.pending import PendingRouter
 from weir.agent.queue import DiskQueue, Durability, PartitionQueue, QueueFullError
 from weir.agent.registry import QueueRegistry, UnknownTopicError
 from weir.agent.ring import RingClosed
+from weir.agent.route import DirectRoute
 from weir.agent.sender import Sender
 from weir.agent.tail import FileTailer
 from weir.clock import Clock, SystemClock
@@ -114,6 +115,8 @@ class Agent:
             also_scan=(config.shared_memory_directory(),),
         )
         self.registry.on_new_queue = self._start_sender
+        self._routes: dict[str, DirectRoute] = {}
+        self.registry.on_count_change = lambda topic: self._routes.pop(topic, None)
         self.registry.open_existing()
         self.pending = PendingRouter(
             config.spool,
@@ -150,17 +153,28 @@ class Agent:
         size = len(key or b"") + len(value or b"")
         if headers:
             size += sum(len(k) + len(v) for k, v in headers)
-        error = self._refusal(topic, size)
-        if error is None:
+        route = self._routes.get(topic)
+        if route is not None and size <= self._max_event_bytes and not self._closed:
             payload = encode_record(self._clock.milliseconds(), key, value, headers)
-            partition = self._direct_partition(topic, key)
-            if partition is None:
-                error = self._store_topic(topic, [key], [payload])[0]
-            else:
-                error = self._store_payloads(topic, partition, [payload])
+            error = self._append(route.queue_for(key), [payload])
+        else:
+            error = self._send_first(topic, key, value, headers, size)
         self.counts.add(topic, 1, error)
         if error is not None:
             raise error
+
+    def _send_first(
+        self, topic: str, key: bytes | None, value: bytes | None, headers: Headers | None, size: int
+    ) -> SendError | None:
+        """`send` for a topic without a direct route (yet): checks, pending or a new route."""
+        error = self._refusal(topic, size)
+        if error is not None:
+            return error
+        payload = encode_record(self._clock.milliseconds(), key, value, headers)
+        route = self._direct_route(topic)
+        if route is None:
+            return self._store_topic(topic, [key], [payload])[0]
+        return self._append(route.queue_for(key), [payload])
 
     def send_batch(
         self,
@@ -308,14 +322,16 @@ class Agent:
 
     # -- routing ----------------------------------------------------------------------------
 
-    def _direct_partition(self, topic: str, key: bytes | None) -> int | None:
-        """The partition of an event whose topic has a known count and nothing pending."""
+    def _direct_route(self, topic: str) -> DirectRoute | None:
+        """The topic's direct route, made if its count is known and nothing is pending."""
         count = self.registry.known_count(topic)
         if count is None or self.pending.holds(topic):
             return None
-        if key is not None:
-            return partition_for_key(key, count)
-        return self._sticky.partition(topic, count)
+        route = self._routes.get(topic)
+        if route is None or route.count != count:
+            route = DirectRoute(topic, count, queue_of=self.registry.queue, sticky=self._sticky)
+            self._routes[topic] = route
+        return route
 
     def _store_topic(
         self, topic: str, keys: Sequence[bytes | None] | None, payloads: list[bytes]
@@ -377,8 +393,11 @@ class Agent:
     def _store_payloads(
         self, topic: str, partition: int, payloads: list[bytes]
     ) -> SendError | None:
+        return self._append(self.registry.queue(topic, partition), payloads)
+
+    def _append(self, queue: PartitionQueue, payloads: list[bytes]) -> SendError | None:
         try:
-            self._store_or_raise(topic, partition, payloads)
+            queue.append(payloads)
         except QueueFullError as exc:
             return SendError("QUEUE_FULL", str(exc))
         except RingClosed:

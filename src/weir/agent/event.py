@@ -158,6 +158,28 @@ def record_key(data: bytes) -> bytes | None:
     return data[start : start + length]
 
 
+Fields = tuple[int, bytes | None, bytes | None, Headers]
+
+
+def decode_fields(data: bytes) -> Fields:
+    """(timestamp, key, value, headers) of a stored event, without building an `Event`."""
+    timestamp, key_length = _HEAD.unpack_from(data)
+    at = _HEAD.size
+    key = None
+    if key_length >= 0:
+        key = data[at : at + key_length]
+        at += key_length
+    (value_length,) = _I32.unpack_from(data, at)
+    at += _I32.size
+    value = None
+    if value_length >= 0:
+        value = data[at : at + value_length]
+        at += value_length
+    if len(data) == at + _U16.size and data[at] == 0 and data[at + 1] == 0:
+        return timestamp, key, value, []
+    return timestamp, key, value, decode_event("", data).headers
+
+
 def decode_event(topic: str, data: bytes) -> Event:
     reader = _Reader(data)
     timestamp = reader.take(_I64)

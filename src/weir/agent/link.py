@@ -20,7 +20,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from weir.agent.event import Event
+from weir.agent.event import Fields
 from weir.agent.registry import MetadataUnavailable, UnknownTopicError
 
 log = logging.getLogger(__name__)
@@ -95,20 +95,29 @@ class KafkaLink:
 
     def deliver(
         self,
-        events: list[Event],
+        topic: str,
+        records: list[Fields],
         partition: int,
         timeout_s: float,
         abandon: Abandon | None = None,
     ) -> None:
-        """Produce `events` to one partition and wait for every acknowledgement.
+        """Produce `records` (decoded stored events) to one partition and wait for every
+        acknowledgement.
 
         Once `abandon` is requested (the agent is stopping), acknowledgements still in flight
         get its `grace_s` to arrive; after that the wait ends with `DeliveryFailed`.
         """
-        pending = _Pending(remaining=len(events), done=threading.Event())
+        pending = _Pending(remaining=len(records), done=threading.Event())
         producer = self._producer
-        for event in events:
-            self._produce(producer, event, partition, pending)
+        produce, delivered = producer.produce, pending.delivered
+        for timestamp, key, value, headers in records:
+            try:
+                produce(topic, value=value, key=key, partition=partition,
+                        timestamp=timestamp, on_delivery=delivered,
+                        headers=list(headers) if headers else None)  # fmt: skip
+            except BufferError:
+                self._produce_when_room(producer, topic, (timestamp, key, value, headers),
+                                        partition, pending)  # fmt: skip
         deadline = time.monotonic() + timeout_s
         while not pending.done.wait(0.1):
             if abandon is not None and abandon.requested.is_set():
@@ -121,21 +130,20 @@ class KafkaLink:
             raise DeliveryFailed(pending.error.str())
         self.reachable = True
 
-    def _produce(self, producer: Producer, event: Event, partition: int, pending: _Pending) -> None:
+    def _produce_when_room(
+        self, producer: Producer, topic: str, record: Fields, partition: int, pending: _Pending
+    ) -> None:
+        """Produce once librdkafka's local queue has room again."""
+        timestamp, key, value, headers = record
         while True:
+            time.sleep(0.01)
             try:
-                producer.produce(
-                    event.topic,
-                    value=event.value,
-                    key=event.key,
-                    partition=partition,
-                    headers=list(event.headers) or None,
-                    timestamp=event.timestamp_ms,
-                    on_delivery=pending.delivered,
-                )
+                producer.produce(topic, value=value, key=key, partition=partition,
+                                 timestamp=timestamp, headers=list(headers) if headers else None,
+                                 on_delivery=pending.delivered)  # fmt: skip
                 return
             except BufferError:
-                time.sleep(0.01)
+                continue
 
     def partition_count(self, topic: str, wait_s: float = METADATA_TIMEOUT_S) -> int:
         """The topic's partition count, asking for at most `wait_s`; may create the topic if

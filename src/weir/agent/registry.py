@@ -64,6 +64,7 @@ class QueueRegistry:
         self._partitions: dict[str, int] = self._load()
         self._queues: dict[tuple[str, int], PartitionQueue] = {}
         self.on_new_queue: Callable[[PartitionQueue], None] = lambda q: None
+        self.on_count_change: Callable[[str], object] = lambda topic: None
 
     def partition_count(self, topic: str) -> int | None:
         """The count a caller routes by: the cached one, else one question to a reachable
@@ -132,6 +133,8 @@ class QueueRegistry:
             if changed:
                 lines = [json.dumps(self._partitions, sort_keys=True)]
                 write_atomically(self._spool / TOPICS_FILE, lines)
+        if changed:
+            self.on_count_change(topic)
 
     def _load(self) -> dict[str, int]:
         self._spool.mkdir(parents=True, exist_ok=True)

@@ -16,7 +16,7 @@ import enum
 import logging
 import threading
 
-from weir.agent.event import decode_event
+from weir.agent.event import decode_fields
 from weir.agent.link import ABANDON_GRACE_S, Abandon, DeliveryFailed, KafkaLink
 from weir.agent.queue import PartitionQueue
 from weir.clock import Clock
@@ -97,17 +97,17 @@ class Sender:
             return False
         if self.state is SenderState.IDLE:
             self._move(SenderState.SENDING)
-        events = [decode_event(self.queue.topic, p) for p in batch.payloads]
+        records = [decode_fields(p) for p in batch.payloads]
         try:
-            self._link.deliver(events, self.queue.partition, self._delivery_timeout_s,
-                               abandon=self._abandon)  # fmt: skip
+            self._link.deliver(self.queue.topic, records, self.queue.partition,
+                               self._delivery_timeout_s, abandon=self._abandon)  # fmt: skip
         except DeliveryFailed as exc:
             self.queue.note_delivery(False)
             self._back_off(str(exc))
             return False
         self.queue.acknowledge(batch)
         self.queue.note_delivery(True)
-        self.sent += len(events)
+        self.sent += len(records)
         self._backoff, self.last_error = self._backoff_min, None
         self._move(SenderState.IDLE)
         return True
