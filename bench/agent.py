@@ -11,6 +11,11 @@ connection, `events_socket_many_connections` is CONNECTIONS concurrent ones.
 `socket_python_client` is one `weir.agent.client.AgentClient.send_all` in this process, encoding
 included. `confluent_kafka_direct` produces to the broker with acks=all and idempotence.
 
+While the cluster is reachable the agent's senders deliver in the same process as the callers
+are answered (they share one interpreter lock); the `*_cluster_down` figures are taken last, after
+the broker was stopped, and measure what accepting alone costs (what callers see during an outage,
+or a burst the senders have not caught up with).
+
 Usage: python bench/agent.py [--events N] [--size BYTES] [--out bench/results/agent.json]
 """
 
@@ -21,6 +26,7 @@ import json
 import multiprocessing
 import platform
 import socket
+import subprocess
 import sys
 import tempfile
 import threading
@@ -164,9 +170,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as directory:
         process, bootstrap = start_broker(Path(directory) / "broker")
         try:
-            results = run_all(Path(directory), bootstrap, args.events, value)
+            results = run_all(Path(directory), bootstrap, args.events, value, process)
         finally:
-            process.terminate()
+            if process.poll() is None:
+                process.terminate()
             process.wait(30)
     report = {"events": args.events, "size": args.size, "threads_in_process": THREADS,
               "many_callers_in_process": MANY_CALLERS, "socket_connections": CONNECTIONS,
@@ -177,11 +184,36 @@ def main() -> None:
     print(json.dumps(report, indent=2))
 
 
+def with_cluster_down(
+    agent: Agent, path: Path, broker: subprocess.Popen[bytes], count: int, value: bytes
+) -> dict[str, float]:
+    """Accepting alone: the broker is stopped, so the senders only wait to retry."""
+    broker.terminate()
+    broker.wait(30)
+    deadline = time.monotonic() + 60
+    while agent.cluster_reachable and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return {
+        "logs_in_process_cluster_down": in_process(agent, "bench-logs", count, value),
+        "events_in_process_cluster_down": in_process(agent, "bench-events", count, value),
+        "events_in_process_many_callers_cluster_down": in_process(
+            agent, "bench-events-m", count, value, MANY_CALLERS
+        ),
+        "logs_socket_cluster_down": through_socket(path, "bench-logs-s", count, value, 1),
+        "events_socket_cluster_down": through_socket(path, "bench-events-s", count, value, 1),
+        "events_socket_many_connections_cluster_down": through_socket(
+            path, "bench-events-c", count, value, CONNECTIONS
+        ),
+    }
+
+
 TOPICS = ("bench-logs", "bench-events", "bench-logs-s", "bench-events-s", "bench-events-c",
           "bench-events-m", "bench-client")  # fmt: skip
 
 
-def run_all(directory: Path, bootstrap: str, count: int, value: bytes) -> dict[str, Any]:
+def run_all(
+    directory: Path, bootstrap: str, count: int, value: bytes, broker: subprocess.Popen[bytes]
+) -> dict[str, Any]:
     logs = {t: Durability.LOGS for t in TOPICS if "logs" in t}
     config = AgentConfig(bootstrap_server=bootstrap, spool=directory / "spool",
                          socket=directory / "agent.sock", queue_bytes=256 << 20,
@@ -211,6 +243,7 @@ def run_all(directory: Path, bootstrap: str, count: int, value: bytes) -> dict[s
         results["socket_python_client"] = python_client(config.socket, "bench-client", count, value)
         agent.wait_drained(300)
         results["confluent_kafka_direct"] = direct(bootstrap, "bench-direct", count, value)
+        results |= with_cluster_down(agent, config.socket, broker, count, value)
     finally:
         server.shutdown()
         server.server_close()

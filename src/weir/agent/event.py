@@ -86,6 +86,7 @@ def encode_untimed(key: bytes | None, value: bytes | None) -> bytes:
 
 
 _UNTIMED_EMPTY = _I32.size * 2 + _U16.size
+_TWO_I32 = struct.Struct(">ii")
 
 
 def check_untimed(data: bytes, start: int, end: int) -> tuple[bytes | None, int]:
@@ -93,7 +94,11 @@ def check_untimed(data: bytes, start: int, end: int) -> tuple[bytes | None, int]
     its size (key, value and header bytes). Raises ValueError when it is malformed."""
     if end - start < _UNTIMED_EMPTY:
         raise ValueError("event shorter than its fixed fields")
-    (key_length,) = _I32.unpack_from(data, start)
+    key_length, value_length = _TWO_I32.unpack_from(data, start)
+    if key_length == -1 and value_length >= 0:
+        at = start + _TWO_I32.size + value_length
+        if at + 2 == end and data[at] == 0 and data[at + 1] == 0:
+            return None, value_length
     if key_length > 0:
         at = start + 4 + key_length
         key: bytes | None = data[start + 4 : at]

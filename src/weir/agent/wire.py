@@ -34,6 +34,7 @@ DEFAULT_SOCKET = "/tmp/weir-agent.sock"  # where the agent listens unless told o
 PREAMBLE = b"WEIR\x01"
 _LENGTH = struct.Struct(">I")
 _REQUEST_HEAD = struct.Struct(">BI")
+_SEND_HEAD = struct.Struct(">BIH")  # op, correlation id, topic length
 _U16 = struct.Struct(">H")
 
 
@@ -157,18 +158,20 @@ class ServerConnection:
 
 
 def _decode_request(data: bytes, start: int, end: int) -> Request:
+    if data[start] == _SEND and end - start >= _SEND_HEAD.size:
+        return _decode_send(data, start, end)
     op_code, correlation_id = _REQUEST_HEAD.unpack_from(data, start)
-    if op_code == _SEND:
-        return _decode_send(data, start, end, correlation_id)
     if op_code == _STATUS:
         return Request(Op.STATUS, correlation_id)
+    if op_code == _SEND:
+        raise WireError("BAD_FRAME", "malformed SEND: shorter than its head")
     raise WireError("UNKNOWN_OP", f"unknown op {op_code}")
 
 
-def _decode_send(data: bytes, start: int, end: int, correlation_id: int) -> Request:
+def _decode_send(data: bytes, start: int, end: int) -> Request:
+    _, correlation_id, topic_length = _SEND_HEAD.unpack_from(data, start)
+    at = start + _SEND_HEAD.size
     try:
-        (topic_length,) = _U16.unpack_from(data, start + _REQUEST_HEAD.size)
-        at = start + _REQUEST_HEAD.size + _U16.size
         topic = data[at : at + topic_length].decode()
         at += topic_length
         key, size = check_untimed(data, at, end)
