@@ -1,6 +1,7 @@
 """The agent with the cluster away: a topic never seen is answered at once and placed by key later,
 across kill -9; SIGTERM with undelivered events is prompt and loses nothing; a topic that does
-not exist when the cluster returns is dead-lettered, not retried for ever."""
+not exist when the cluster returns, or was deleted, is dead-lettered, not retried for ever; a
+topic recreated with fewer partitions takes the events of the partitions it lost, by key."""
 
 from __future__ import annotations
 
@@ -16,8 +17,11 @@ from pathlib import Path
 from agent_process import AgentProcess, create_topic, read_topic
 from broker_process import BrokerProcess
 from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient
 
+from weir.agent.agent import Agent
 from weir.agent.client import AgentClient
+from weir.agent.config import AgentConfig
 from weir.agent.deadletter import read_dead_letters
 from weir.agent.event import Event
 from weir.agent.partitioner import partition_for_key
@@ -175,3 +179,38 @@ def test_send_without_an_agent_is_one_clear_line(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert result.stderr.decode().startswith("weir: no agent is listening on")
     assert b"Traceback" not in result.stderr
+
+
+def test_deleted_topic_is_dead_lettered_and_a_recreated_smaller_one_takes_events_by_key(
+    broker_factory: Callable[..., BrokerProcess], tmp_path: Path
+) -> None:
+    broker = broker_factory("strict", **{"auto.create.topics.enable": False})
+    create_topic(broker.bootstrap, "doomed", 4)
+    create_topic(broker.bootstrap, "shrunk", 4)
+    agent = Agent(AgentConfig(
+        bootstrap_server=broker.bootstrap, spool=tmp_path / "spool",
+        producer={"topic.metadata.refresh.interval.ms": 500,
+                  "topic.metadata.propagation.max.ms": 1000, "message.timeout.ms": 20_000},
+    ))  # fmt: skip
+    try:
+        agent.send("doomed", b"before", key=b"k")
+        agent.send("shrunk", b"before", key=b"k")
+        assert agent.wait_drained(60)
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        for future in admin.delete_topics(["doomed", "shrunk"]).values():
+            future.result(30)
+        create_topic(broker.bootstrap, "shrunk", 2)
+        keys = [b"key-%d" % i for i in range(40)]
+        for key in keys:
+            agent.send("doomed", b"v-" + key, key=key)
+            agent.send("shrunk", b"v-" + key, key=key)
+        assert agent.wait_drained(120), agent.status()
+        dead = {d["topic"]: d["events"] for d in agent.status()["dead_letters"]}
+    finally:
+        agent.close()
+    assert dead == {"doomed": 40}
+    placed = {k: p for p, k, _ in read_topic(broker.bootstrap, "shrunk", 2, 40, distinct=True)}
+    assert placed == {
+        k: partition_for_key(k, 4) if partition_for_key(k, 4) < 2 else partition_for_key(k, 2)
+        for k in keys
+    }

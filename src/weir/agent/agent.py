@@ -13,6 +13,7 @@ client.
 from __future__ import annotations
 
 import functools
+import logging
 import re
 import threading
 import time
@@ -38,12 +39,19 @@ from weir.agent.metrics import serve_metrics
 from weir.agent.partitioner import StickyPartitioner, partition_for_key
 from weir.agent.pending import PendingRouter
 from weir.agent.queue import DiskQueue, Durability, PartitionQueue, QueueFullError
-from weir.agent.registry import QueueRegistry, UnknownTopicError
+from weir.agent.registry import (
+    METADATA_WAIT_S,
+    MetadataUnavailable,
+    QueueRegistry,
+    UnknownTopicError,
+)
 from weir.agent.ring import RingClosed
 from weir.agent.route import DirectRoute
 from weir.agent.sender import Sender
 from weir.agent.tail import FileTailer
 from weir.clock import Clock, SystemClock
+
+log = logging.getLogger(__name__)
 
 
 class SendError(Exception):
@@ -460,9 +468,31 @@ class Agent:
         return tailer
 
     def _start_sender(self, queue: PartitionQueue) -> None:
-        sender = Sender(queue, self._link, clock=self._clock)
+        sender = Sender(queue, self._link, clock=self._clock, rehome=self._rehome)
         self._senders[(queue.topic, queue.partition)] = sender
         sender.start()
+
+    def _rehome(self, queue: PartitionQueue, payloads: list[bytes], reason: str) -> bool:
+        """A batch refused because its topic or partition does not exist: dead-lettered when
+        the topic is gone, placed again by key when the topic now has fewer partitions; False
+        (retry as usual) when the cluster cannot say or the partition exists."""
+        topic = queue.topic
+        try:
+            count = self._link.partition_count(topic, METADATA_WAIT_S)
+        except MetadataUnavailable:
+            return False
+        except UnknownTopicError as exc:
+            log.warning("%s: %d events dead-lettered: %s", topic, len(payloads), exc)
+            self.pending.dead_letters.add(topic, payloads, str(exc))
+            return True
+        if queue.partition < count:
+            return False
+        self.registry.replace_count(topic, count)
+        try:
+            self.pending.place(topic, payloads, count)
+        except (QueueFullError, RingClosed):
+            return False
+        return True
 
     def _housekeeping(self) -> None:
         interval_s = self.config.flush_interval_ms / 1000

@@ -31,7 +31,17 @@ _LEADER_WAIT_S = 0.2
 
 
 class DeliveryFailed(Exception):
-    """Some record of a batch was not acknowledged; the whole batch must be sent again."""
+    """Some record of a batch was not acknowledged; the whole batch must be sent again, unless
+    `placement` says the cluster answered that its topic or partition does not exist."""
+
+    def __init__(self, message: str, *, placement: bool = False) -> None:
+        super().__init__(message)
+        self.placement = placement
+
+
+_PLACEMENT_ERRORS = frozenset(
+    {KafkaError._UNKNOWN_TOPIC, KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION}
+)
 
 
 @dataclass
@@ -54,6 +64,11 @@ class _Pending:
         self.remaining -= 1
         if self.remaining == 0:
             self.done.set()
+
+
+def _refused(error: KafkaError) -> DeliveryFailed:
+    placement = error.code() in _PLACEMENT_ERRORS
+    return DeliveryFailed(error.str(), placement=placement)
 
 
 class KafkaLink:
@@ -118,6 +133,8 @@ class KafkaLink:
             except BufferError:
                 self._produce_when_room(producer, topic, (timestamp, key, value, headers),
                                         partition, pending)  # fmt: skip
+            except KafkaException as exc:
+                raise _refused(exc.args[0]) from exc
         deadline = time.monotonic() + timeout_s
         while not pending.done.wait(0.1):
             if abandon is not None and abandon.requested.is_set():
@@ -127,7 +144,7 @@ class KafkaLink:
                 raise DeliveryFailed(f"no acknowledgement within {timeout_s:.0f}s")
         if pending.error is not None:
             self._check_fatal(producer, pending.error)
-            raise DeliveryFailed(pending.error.str())
+            raise _refused(pending.error)
         self.reachable = True
 
     def _produce_when_room(

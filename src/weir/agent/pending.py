@@ -188,7 +188,7 @@ class PendingRouter:
             self._drain(pending, lambda payloads: self._dead_letter(pending, payloads, reason))
             self._forget(pending, Route.DEAD)
             return
-        if self._drain(pending, lambda payloads: self._route(pending.topic, payloads, count)):
+        if self._drain(pending, lambda payloads: self.place(pending.topic, payloads, count)):
             self._forget(pending, Route.DIRECT)
 
     def _drain(self, pending: PendingTopic, take: Callable[[list[bytes]], None]) -> bool:
@@ -204,7 +204,8 @@ class PendingRouter:
             pending.queue.acknowledge(batch)
         return False
 
-    def _route(self, topic: str, payloads: list[bytes], count: int) -> None:
+    def place(self, topic: str, payloads: list[bytes], count: int) -> None:
+        """Append stored events to the partition queues their keys choose among `count`."""
         by_partition: dict[int, list[bytes]] = defaultdict(list)
         for payload in payloads:
             key = record_key(payload)

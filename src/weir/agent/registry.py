@@ -78,6 +78,10 @@ class QueueRegistry:
         except MetadataUnavailable:
             return None
 
+    def replace_count(self, topic: str, count: int) -> None:
+        """The topic was recreated with `count` partitions (fewer than known)."""
+        self._remember(topic, count)
+
     def known_count(self, topic: str) -> int | None:
         """The cached count, never asking the cluster."""
         return self._partitions.get(topic)
