@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
@@ -150,7 +151,7 @@ def test_topic_missing_when_the_cluster_returns_is_dead_lettered_and_counted(
     tmp_path: Path,
 ) -> None:
     broker = _broker_not_started(tmp_path, **{"auto.create.topics.enable": False})
-    agent = AgentProcess(tmp_path / "agent", broker.bootstrap)
+    agent = AgentProcess(tmp_path / "agent", broker.bootstrap, args=("--metrics-port", "0"))
     agent.start()
     try:
         _send(agent, [Event(topic="ghost", value=b"g%d" % i, key=b"k") for i in range(20)])
@@ -160,6 +161,9 @@ def test_topic_missing_when_the_cluster_returns_is_dead_lettered_and_counted(
         (dead,) = status["dead_letters"]
         assert dead["topic"] == "ghost" and dead["events"] == 20
         assert "does not exist" in dead["reason"] and not status["pending"]
+        with urllib.request.urlopen(agent.metrics_url(), timeout=10) as response:
+            metrics = response.read().decode()
+        assert 'weir_agent_dead_lettered_events_total{topic="ghost"} 20.0' in metrics
         stored = read_dead_letters(Path(dead["path"]), "ghost")
         assert [(e.key, e.value) for e in stored] == [(b"k", b"g%d" % i) for i in range(20)]
         with AgentClient(agent.socket) as client:

@@ -19,7 +19,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,7 @@ from weir.agent.registry import (
 from weir.agent.ring import RingClosed
 from weir.agent.route import DirectRoute
 from weir.agent.sender import Sender
+from weir.agent.status import QueueStatus, TopicCounts
 from weir.agent.tail import FileTailer
 from weir.clock import Clock, SystemClock
 
@@ -60,43 +61,6 @@ class SendError(Exception):
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
         self.code = code
-
-
-@dataclass(frozen=True, slots=True)
-class QueueStatus:
-    topic: str
-    partition: int
-    durability: str
-    depth: int
-    bytes: int
-    oldest_age_ms: int
-    sent: int
-    dropped: int
-    spilled: int
-    sender: str
-    last_error: str | None
-
-
-class TopicCounts:
-    """Events offered, stored and refused per topic since the agent started. Thread-safe."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.accepted: dict[str, int] = defaultdict(int)
-        self.stored: dict[str, int] = defaultdict(int)
-        self.rejected: dict[tuple[str, str], int] = defaultdict(int)
-
-    def add(self, topic: str, count: int, error: SendError | None) -> None:
-        with self._lock:
-            self.accepted[topic] += count
-            if error is None:
-                self.stored[topic] += count
-            else:
-                self.rejected[(topic, error.code)] += count
-
-    def snapshot(self) -> tuple[dict[str, int], dict[str, int], dict[tuple[str, str], int]]:
-        with self._lock:
-            return dict(self.accepted), dict(self.stored), dict(self.rejected)
 
 
 class Agent:
