@@ -446,9 +446,7 @@ class Agent:
         except MetadataUnavailable:
             return False
         except UnknownTopicError as exc:
-            log.warning("%s: %d events dead-lettered: %s", topic, len(payloads), exc)
-            self.pending.dead_letters.add(topic, payloads, str(exc))
-            return True
+            return self._dead_letter(topic, payloads, str(exc))
         if queue.partition < count:
             return False
         self.registry.replace_count(topic, count)
@@ -456,6 +454,15 @@ class Agent:
             self.pending.place(topic, payloads, count)
         except (QueueFullError, RingClosed):
             return False
+        return True
+
+    def _dead_letter(self, topic: str, payloads: list[bytes], reason: str) -> bool:
+        try:
+            self.pending.dead_letters.add(topic, payloads, reason)
+        except OSError as exc:  # a full or failing disk: the batch stays queued
+            log.warning("%s: dead letters not written: %s", topic, exc)
+            return False
+        log.warning("%s: %d events dead-lettered: %s", topic, len(payloads), reason)
         return True
 
     def _housekeeping(self) -> None:

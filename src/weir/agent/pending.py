@@ -172,7 +172,10 @@ class PendingRouter:
             for pending in list(self._topics.values()):
                 if self._stopping.is_set():
                     return
-                self.resolve(pending)
+                try:
+                    self.resolve(pending)
+                except OSError as exc:  # a full or failing disk: the events stay pending
+                    log.warning("%s: pending events not moved: %s", pending.topic, exc)
             self._wake.wait(self._poll_s)
             self._wake.clear()
 

@@ -230,13 +230,15 @@ class DiskRing:
     def _write_records(self, payloads: list[bytes]) -> None:
         """Frame and checksum each payload, then copy the whole run into the ring at once."""
         sequence = self._write_sequence
-        parts: list[bytes] = []
-        for payload in payloads:
-            checksum = crc32c.crc32c(payload, crc32c.crc32c(_SEQUENCE.pack(sequence)))
-            parts.append(_RECORD.pack(len(payload), checksum, sequence))
-            parts.append(payload)
+        if len(payloads) == 1:
+            run = _record_head(payloads[0], sequence) + payloads[0]
             sequence += 1
-        run = b"".join(parts) if len(parts) > 2 else parts[0] + parts[1]
+        else:
+            parts: list[bytes] = []
+            for payload in payloads:
+                parts += (_record_head(payload, sequence), payload)
+                sequence += 1
+            run = b"".join(parts)
         position = self._write_position
         offset = position % self.capacity
         if offset + len(run) <= self.capacity:
@@ -325,6 +327,12 @@ class DiskRing:
         while (end := self._valid_record_at(position, sequence)) is not None:
             position, sequence = end, sequence + 1
         return position, sequence
+
+
+def _record_head(payload: bytes, sequence: int) -> bytes:
+    """What precedes a payload in the ring: length, checksum (of sequence and payload), sequence."""
+    checksum = crc32c.crc32c(payload, crc32c.crc32c(_SEQUENCE.pack(sequence)))
+    return _RECORD.pack(len(payload), checksum, sequence)
 
 
 def _open_sized(path: Path, size: int) -> BinaryIO:

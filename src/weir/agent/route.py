@@ -35,8 +35,10 @@ class DirectRoute:
 
     def queue_for(self, key: bytes | None) -> PartitionQueue:
         """The queue of the partition an event with `key` goes to (as `Agent.send` places it)."""
-        if key is not None:
-            partition = partition_for_key(key, self.count) if self.count > 1 else 0
+        if self.count == 1:
+            partition = 0
+        elif key is not None:
+            partition = partition_for_key(key, self.count)
         else:
             partition = self._sticky.partition(self.topic, self.count)
         queue = self._queues[partition]
