@@ -5,6 +5,7 @@ topic recreated with fewer partitions takes the events of the partitions it lost
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import socket
 import subprocess
@@ -12,7 +13,7 @@ import sys
 import time
 import urllib.request
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from agent_process import AgentProcess, create_topic, read_topic
@@ -44,6 +45,18 @@ def _broker_not_started(tmp_path: Path, **config: object) -> BrokerProcess:
     return broker
 
 
+@contextlib.contextmanager
+def _stopped_at_the_end(broker: BrokerProcess, agent: AgentProcess) -> Iterator[None]:
+    """Whatever happens in the test, no agent or broker process outlives it."""
+    try:
+        yield
+    finally:
+        if agent.process is not None:
+            agent.kill()
+        if broker.process is not None:
+            broker.stop()
+
+
 def _wait_for(condition: Callable[[], bool], timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
@@ -73,7 +86,6 @@ def _librdkafka_partitions(bootstrap: str, topic: str, keys: list[bytes]) -> dic
 def test_never_seen_topic_with_brokers_down_is_placed_by_key_after_kill_9(tmp_path: Path) -> None:
     broker = _broker_not_started(tmp_path, **{"num.partitions": 6})
     agent = AgentProcess(tmp_path / "agent", broker.bootstrap)
-    agent.start()
     keys = [f"user-{i}".encode() for i in range(97)]
     sent: dict[bytes, list[bytes]] = defaultdict(list)
     events = []
@@ -81,7 +93,8 @@ def test_never_seen_topic_with_brokers_down_is_placed_by_key_after_kill_9(tmp_pa
         key, value = keys[i % len(keys)], f"{i}".encode()
         events.append(Event(topic="never-seen", value=value, key=key))
         sent[key].append(value)
-    try:
+    with _stopped_at_the_end(broker, agent):
+        agent.start()
         assert _send(agent, events) < 10, "callers waited for the cluster"
         status = agent.status()
         assert not status["cluster_reachable"] and not status["queues"]
@@ -91,10 +104,8 @@ def test_never_seen_topic_with_brokers_down_is_placed_by_key_after_kill_9(tmp_pa
         broker.start()
         records = read_topic(broker.bootstrap, "never-seen", 6, 5000, distinct=True, timeout=90)
         _wait_for(lambda: not agent.status()["pending"])
-    finally:
         agent.stop()
-        if broker.process is not None:
-            broker.stop()
+        librdkafka = _librdkafka_partitions(broker.bootstrap, "librdkafka", keys)
     received: dict[bytes, list[bytes]] = defaultdict(list)
     placed: dict[bytes, set[int]] = defaultdict(set)
     for partition, key, value in records:
@@ -103,48 +114,44 @@ def test_never_seen_topic_with_brokers_down_is_placed_by_key_after_kill_9(tmp_pa
         placed[key].add(partition)
     assert {k: list(dict.fromkeys(v)) for k, v in received.items()} == sent
     assert {k: p for k, (p,) in placed.items()} == {k: partition_for_key(k, 6) for k in keys}
-    broker.start()
-    try:
-        assert _librdkafka_partitions(broker.bootstrap, "librdkafka", keys) == {
-            k: next(iter(p)) for k, p in placed.items()
-        }
-    finally:
-        broker.stop()
+    assert librdkafka == {k: partition_for_key(k, 6) for k in keys}
 
 
 def test_sigterm_with_100k_undelivered_events_exits_in_time_and_loses_nothing(
     tmp_path: Path,
 ) -> None:
     broker = _broker_not_started(tmp_path, **{"num.partitions": 3})
-    broker.start()
-    create_topic(broker.bootstrap, "known", 2)
     agent = AgentProcess(tmp_path / "agent", broker.bootstrap,
                          f"shutdown_timeout_ms = {int(SHUTDOWN_BOUND_S * 1000)}\n")  # fmt: skip
-    agent.start()
-    _send(agent, [Event(topic="known", value=b"warm-up")])
-    _wait_for(lambda: any(q["sent"] for q in agent.status()["queues"]))
-    broker.stop()
     known = [Event(topic="known", value=b"k%d" % i, key=b"%d" % (i % 10)) for i in range(50_000)]
     fresh = [Event(topic="fresh", value=b"f%d" % i) for i in range(50_000)]
-    _send(agent, known + fresh)
+    with _stopped_at_the_end(broker, agent):
+        broker.start()
+        create_topic(broker.bootstrap, "known", 2)
+        agent.start()
+        _send(agent, [Event(topic="known", value=b"warm-up")])
+        _wait_for(lambda: any(q["sent"] for q in agent.status()["queues"]))
+        broker.stop()
+        _send(agent, known + fresh)
+        code, elapsed = _terminate(agent)
+        assert code == 0, (tmp_path / "agent" / "agent.log").read_text()[-2000:]
+        assert elapsed < SHUTDOWN_BOUND_S, f"SIGTERM took {elapsed:.1f}s"
+        broker.start()
+        agent.start()
+        got_known = read_topic(broker.bootstrap, "known", 2, 50_001, distinct=True, timeout=120)
+        got_fresh = read_topic(broker.bootstrap, "fresh", 3, 50_000, distinct=True, timeout=120)
+    assert {v for _, _, v in got_known} == {e.value for e in known} | {b"warm-up"}
+    assert {v for _, _, v in got_fresh} == {e.value for e in fresh}
+
+
+def _terminate(agent: AgentProcess) -> tuple[int, float]:
+    """SIGTERM; the exit code and the seconds until the process was gone."""
     assert agent.process is not None
     started = time.monotonic()
     agent.process.send_signal(signal.SIGTERM)
     code = agent.process.wait(30)
-    elapsed = time.monotonic() - started
     agent.process = None
-    assert code == 0, (tmp_path / "agent" / "agent.log").read_text()[-2000:]
-    assert elapsed < SHUTDOWN_BOUND_S, f"SIGTERM took {elapsed:.1f}s"
-    broker.start()
-    agent.start()
-    try:
-        got_known = read_topic(broker.bootstrap, "known", 2, 50_001, distinct=True, timeout=120)
-        got_fresh = read_topic(broker.bootstrap, "fresh", 3, 50_000, distinct=True, timeout=120)
-    finally:
-        agent.stop()
-        broker.stop()
-    assert {v for _, _, v in got_known} == {e.value for e in known} | {b"warm-up"}
-    assert {v for _, _, v in got_fresh} == {e.value for e in fresh}
+    return code, time.monotonic() - started
 
 
 def test_topic_missing_when_the_cluster_returns_is_dead_lettered_and_counted(
@@ -152,8 +159,8 @@ def test_topic_missing_when_the_cluster_returns_is_dead_lettered_and_counted(
 ) -> None:
     broker = _broker_not_started(tmp_path, **{"auto.create.topics.enable": False})
     agent = AgentProcess(tmp_path / "agent", broker.bootstrap, args=("--metrics-port", "0"))
-    agent.start()
-    try:
+    with _stopped_at_the_end(broker, agent):
+        agent.start()
         _send(agent, [Event(topic="ghost", value=b"g%d" % i, key=b"k") for i in range(20)])
         broker.start()
         _wait_for(lambda: bool(agent.status()["dead_letters"]))
@@ -169,9 +176,6 @@ def test_topic_missing_when_the_cluster_returns_is_dead_lettered_and_counted(
         with AgentClient(agent.socket) as client:
             (answer,) = client.send_all([Event(topic="ghost", value=b"again")])
         assert answer.code == "UNKNOWN_TOPIC"
-    finally:
-        agent.stop()
-        broker.stop()
 
 
 def test_send_without_an_agent_is_one_clear_line(tmp_path: Path) -> None:
