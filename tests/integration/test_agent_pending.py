@@ -19,7 +19,7 @@ from pathlib import Path
 from agent_process import AgentProcess, create_topic, read_topic
 from broker_process import BrokerProcess
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, NewPartitions
 
 from weir.agent.agent import Agent
 from weir.agent.client import AgentClient
@@ -222,3 +222,27 @@ def test_deleted_topic_is_dead_lettered_and_a_recreated_smaller_one_takes_events
         k: partition_for_key(k, 4) if partition_for_key(k, 4) < 2 else partition_for_key(k, 2)
         for k in keys
     }
+
+
+def test_partition_growth_is_picked_up_and_keys_follow_the_new_count(
+    broker: BrokerProcess, tmp_path: Path
+) -> None:
+    create_topic(broker.bootstrap, "growing", 2)
+    agent = Agent(AgentConfig(bootstrap_server=broker.bootstrap, spool=tmp_path / "spool",
+                              metadata_refresh_ms=200, flush_interval_ms=100))  # fmt: skip
+    keys = [b"key-%d" % i for i in range(40)]
+    try:
+        for key in keys:
+            agent.send("growing", b"before-" + key, key=key)
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin.create_partitions([NewPartitions("growing", 5)])["growing"].result(30)
+        _wait_for(lambda: agent.registry.known_count("growing") == 5)
+        for key in keys:
+            agent.send("growing", b"after-" + key, key=key)
+        assert agent.wait_drained(60)
+    finally:
+        agent.close()
+    records = read_topic(broker.bootstrap, "growing", 5, 80, distinct=True)
+    assert {(p, v) for p, _, v in records} == {
+        (partition_for_key(k, 2), b"before-" + k) for k in keys
+    } | {(partition_for_key(k, 5), b"after-" + k) for k in keys}
