@@ -1,7 +1,20 @@
 """Agent throughput: events/s accepted in process and through the socket, per durability class,
 beside confluent-kafka producing the same events directly, all in one run against one broker.
-In process, `*_in_process` is one event per `Agent.send` call and `*_in_process_send_batch` is
-BATCH events per `Agent.send_batch` call, both from THREADS concurrent callers.
+
+In process, `*_in_process` is one event per `Agent.send` call from THREADS concurrent callers
+(`events_in_process_many_callers`: MANY_CALLERS of them, so group commits are shared more
+widely), and `*_in_process_send_batch` is BATCH events per `Agent.send_batch` call.
+
+Through the socket, clients run in their own processes (as applications do) and pipeline framed
+SEND requests encoded before the clock starts, so the figure is the agent's: `*_socket` is one
+connection, `events_socket_many_connections` is CONNECTIONS concurrent ones.
+`socket_python_client` is one `weir.agent.client.AgentClient.send_all` in this process, encoding
+included. `confluent_kafka_direct` produces to the broker with acks=all and idempotence.
+
+While the cluster is reachable the agent's senders deliver in the same process as the callers
+are answered (they share one interpreter lock); the `*_cluster_down` figures are taken last, after
+the broker was stopped, and measure what accepting alone costs (what callers see during an outage,
+or a burst the senders have not caught up with).
 
 Usage: python bench/agent.py [--events N] [--size BYTES] [--out bench/results/agent.json]
 """
@@ -10,11 +23,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import platform
+import socket
+import subprocess
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
+from multiprocessing.synchronize import Event as ProcessEvent
 from pathlib import Path
 from typing import Any
 
@@ -23,31 +41,39 @@ from confluent_kafka import Producer
 sys.path.insert(0, str(Path(__file__).parent))
 from broker import start_broker
 from weir.agent.agent import Agent
-from weir.agent.client import AgentClient
+from weir.agent.client import CHUNK, WINDOW, AgentClient
 from weir.agent.config import AgentConfig
 from weir.agent.event import Event
 from weir.agent.queue import Durability
 from weir.agent.server import AgentSocketServer
+from weir.agent.wire import PREAMBLE, ClientConnection, encode_send
 
 THREADS = 16
+MANY_CALLERS = 64
+CONNECTIONS = 16
 BATCH = 500
 
 
-def in_process(agent: Agent, topic: str, count: int, value: bytes) -> float:
-    """Events/s through `Agent.send` from THREADS concurrent callers, one event per call."""
-    per_thread = count // THREADS
-
-    def run() -> None:
-        for _ in range(per_thread):
-            agent.send(topic, value)
-
-    threads = [threading.Thread(target=run) for _ in range(THREADS)]
+def _in_threads(callers: int, work: Callable[[], None]) -> float:
+    """Seconds for `callers` threads to run `work` each."""
+    threads = [threading.Thread(target=work) for _ in range(callers)]
     started = time.perf_counter()
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    return per_thread * THREADS / (time.perf_counter() - started)
+    return time.perf_counter() - started
+
+
+def in_process(agent: Agent, topic: str, count: int, value: bytes, callers: int = THREADS) -> float:
+    """Events/s through `Agent.send` from `callers` concurrent threads, one event per call."""
+    per_thread = count // callers
+
+    def run() -> None:
+        for _ in range(per_thread):
+            agent.send(topic, value)
+
+    return per_thread * callers / _in_threads(callers, run)
 
 
 def in_process_batch(agent: Agent, topic: str, count: int, value: bytes) -> float:
@@ -60,17 +86,53 @@ def in_process_batch(agent: Agent, topic: str, count: int, value: bytes) -> floa
             results = agent.send_batch(topic, values[: min(BATCH, per_thread - start)])
             assert not any(results)
 
-    threads = [threading.Thread(target=run) for _ in range(THREADS)]
-    started = time.perf_counter()
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return per_thread * THREADS / (time.perf_counter() - started)
+    return per_thread * THREADS / _in_threads(THREADS, run)
 
 
-def through_socket(path: Path, topic: str, count: int, value: bytes) -> float:
-    """Events/s through one pipelined framed-protocol connection."""
+def _pipeline_frames(path: Path, frames: list[bytes], go: ProcessEvent, out: Any) -> None:
+    """A client process: connects, waits for `go`, pipelines `frames` (CHUNK per write, at most
+    WINDOW unanswered), and reports (start, end, refused) once every answer arrived."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.connect(str(path))
+        sock.sendall(PREAMBLE)
+        replies = ClientConnection()
+        go.wait()
+        started = time.perf_counter()
+        answered = refused = sent = 0
+        while answered < len(frames):
+            if sent < len(frames) and sent - answered <= WINDOW - CHUNK:
+                sock.sendall(b"".join(frames[sent : sent + CHUNK]))
+                sent = min(sent + CHUNK, len(frames))
+                continue
+            replies.receive_data(sock.recv(1 << 20))
+            for response in replies.next_responses():
+                answered += 1
+                refused += not response.ok
+        out.put((started, time.perf_counter(), refused))
+
+
+def through_socket(path: Path, topic: str, count: int, value: bytes, connections: int) -> float:
+    """Events/s through `connections` concurrent client processes, pipelining framed SENDs."""
+    per_connection = count // connections
+    frames = [encode_send(i + 1, Event(topic=topic, value=value)) for i in range(per_connection)]
+    context = multiprocessing.get_context("fork")
+    go, out = context.Event(), context.Queue()
+    clients = [context.Process(target=_pipeline_frames, args=(path, frames, go, out))
+               for _ in range(connections)]  # fmt: skip
+    for client in clients:
+        client.start()
+    time.sleep(0.5)
+    go.set()
+    reports = [out.get(timeout=600) for _ in clients]
+    for client in clients:
+        client.join()
+    assert not any(refused for _, _, refused in reports), reports
+    elapsed = max(end for _, end, _ in reports) - min(start for start, _, _ in reports)
+    return per_connection * connections / elapsed
+
+
+def python_client(path: Path, topic: str, count: int, value: bytes) -> float:
+    """Events/s through one `AgentClient.send_all` in this process (encoding included)."""
     events = [Event(topic=topic, value=value) for _ in range(count)]
     with AgentClient(path) as client:
         started = time.perf_counter()
@@ -108,11 +170,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as directory:
         process, bootstrap = start_broker(Path(directory) / "broker")
         try:
-            results = run_all(Path(directory), bootstrap, args.events, value)
+            results = run_all(Path(directory), bootstrap, args.events, value, process)
         finally:
-            process.terminate()
+            if process.poll() is None:
+                process.terminate()
             process.wait(30)
     report = {"events": args.events, "size": args.size, "threads_in_process": THREADS,
+              "many_callers_in_process": MANY_CALLERS, "socket_connections": CONNECTIONS,
               "send_batch_events_per_call": BATCH, "python": platform.python_version(),
               "results_events_per_s": results}  # fmt: skip
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -120,31 +184,66 @@ def main() -> None:
     print(json.dumps(report, indent=2))
 
 
-def run_all(directory: Path, bootstrap: str, count: int, value: bytes) -> dict[str, Any]:
-    config = AgentConfig(
-        bootstrap_server=bootstrap,
-        spool=directory / "spool",
-        socket=directory / "agent.sock",
-        queue_bytes=256 << 20,
-        topic_durability={"bench-logs": Durability.LOGS, "bench-logs-s": Durability.LOGS},
-    )
+def with_cluster_down(
+    agent: Agent, path: Path, broker: subprocess.Popen[bytes], count: int, value: bytes
+) -> dict[str, float]:
+    """Accepting alone: the broker is stopped, so the senders only wait to retry."""
+    broker.terminate()
+    broker.wait(30)
+    deadline = time.monotonic() + 60
+    while agent.cluster_reachable and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return {
+        "logs_in_process_cluster_down": in_process(agent, "bench-logs", count, value),
+        "events_in_process_cluster_down": in_process(agent, "bench-events", count, value),
+        "events_in_process_many_callers_cluster_down": in_process(
+            agent, "bench-events-m", count, value, MANY_CALLERS
+        ),
+        "logs_socket_cluster_down": through_socket(path, "bench-logs-s", count, value, 1),
+        "events_socket_cluster_down": through_socket(path, "bench-events-s", count, value, 1),
+        "events_socket_many_connections_cluster_down": through_socket(
+            path, "bench-events-c", count, value, CONNECTIONS
+        ),
+    }
+
+
+TOPICS = ("bench-logs", "bench-events", "bench-logs-s", "bench-events-s", "bench-events-c",
+          "bench-events-m", "bench-client")  # fmt: skip
+
+
+def run_all(
+    directory: Path, bootstrap: str, count: int, value: bytes, broker: subprocess.Popen[bytes]
+) -> dict[str, Any]:
+    logs = {t: Durability.LOGS for t in TOPICS if "logs" in t}
+    config = AgentConfig(bootstrap_server=bootstrap, spool=directory / "spool",
+                         socket=directory / "agent.sock", queue_bytes=256 << 20,
+                         topic_durability=logs)  # fmt: skip
     agent = Agent(config)
     server = AgentSocketServer(config.socket, agent)
     server.serve_in_background()
     results: dict[str, Any] = {}
     try:
-        for name in ("bench-logs", "bench-events", "bench-logs-s", "bench-events-s"):
+        for name in TOPICS:
             agent.send(name, b"warm-up")
+        assert agent.wait_drained(60), "warm-up events not delivered"
         results["logs_in_process"] = in_process(agent, "bench-logs", count, value)
         results["events_in_process"] = in_process(agent, "bench-events", count, value)
+        results["events_in_process_many_callers"] = in_process(
+            agent, "bench-events-m", count, value, MANY_CALLERS
+        )
         results["logs_in_process_send_batch"] = in_process_batch(agent, "bench-logs", count, value)
         results["events_in_process_send_batch"] = in_process_batch(
             agent, "bench-events", count, value
         )
-        results["logs_socket"] = through_socket(config.socket, "bench-logs-s", count, value)
-        results["events_socket"] = through_socket(config.socket, "bench-events-s", count, value)
+        results["logs_socket"] = through_socket(config.socket, "bench-logs-s", count, value, 1)
+        results["events_socket"] = through_socket(config.socket, "bench-events-s", count, value, 1)
+        results["events_socket_many_connections"] = through_socket(
+            config.socket, "bench-events-c", count, value, CONNECTIONS
+        )
+        results["socket_python_client"] = python_client(config.socket, "bench-client", count, value)
         agent.wait_drained(300)
         results["confluent_kafka_direct"] = direct(bootstrap, "bench-direct", count, value)
+        results |= with_cluster_down(agent, config.socket, broker, count, value)
     finally:
         server.shutdown()
         server.server_close()

@@ -12,6 +12,8 @@ Example::
     flush_interval_ms = 1000           # logs: msync interval
     full_timeout_ms = 0                # events: how long a caller waits on a full queue
     metadata_refresh_ms = 30000
+    metadata_wait_ms = 1000            # longest a caller waits for a never-seen topic's metadata
+    shutdown_timeout_ms = 5000         # SIGTERM: stop, flush and close within this time
     metrics_port = 9464                # Prometheus metrics on http://metrics_host:PORT/metrics
     metrics_host = "0.0.0.0"
     shm_dir = "/dev/shm/weir-agent"    # where `shm` queues live (default: one directory per spool)
@@ -56,6 +58,8 @@ class AgentConfig:
     flush_interval_ms: int = 1000
     full_timeout_ms: int = 0
     metadata_refresh_ms: int = 30_000
+    metadata_wait_ms: int = 1000
+    shutdown_timeout_ms: int = 5000
     producer: dict[str, Any] = field(default_factory=dict)
     metrics_port: int | None = None
     metrics_host: str = "0.0.0.0"

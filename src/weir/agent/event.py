@@ -75,6 +75,68 @@ def encode_unkeyed(timestamp_ms: int, values: Sequence[bytes | None]) -> list[by
     ]
 
 
+def timestamp_prefix(timestamp_ms: int) -> bytes:
+    """The first bytes of a stored event: put before an untimed record, they make it whole."""
+    return _I64.pack(timestamp_ms)
+
+
+def encode_untimed(key: bytes | None, value: bytes | None) -> bytes:
+    """The stored form of an event without headers, minus its timestamp (see `timestamp_prefix`)."""
+    return _optional_bytes(key) + _optional_bytes(value) + _NO_HEADERS
+
+
+_UNTIMED_EMPTY = _I32.size * 2 + _U16.size
+_TWO_I32 = struct.Struct(">ii")
+
+
+def check_untimed(data: bytes, start: int, end: int) -> tuple[bytes | None, int]:
+    """Checks that `data[start:end]` is a stored event minus its timestamp; returns its key and
+    its size (key, value and header bytes). Raises ValueError when it is malformed."""
+    if end - start < _UNTIMED_EMPTY:
+        raise ValueError("event shorter than its fixed fields")
+    key_length, value_length = _TWO_I32.unpack_from(data, start)
+    if key_length == -1 and value_length >= 0:
+        at = start + _TWO_I32.size + value_length
+        if at + 2 == end and data[at] == 0 and data[at + 1] == 0:
+            return None, value_length
+    if key_length > 0:
+        at = start + 4 + key_length
+        key: bytes | None = data[start + 4 : at]
+    elif key_length in (0, -1):
+        at, key = start + 4, b"" if key_length == 0 else None
+    else:
+        raise ValueError("bad key length")
+    if at + 6 > end:
+        raise ValueError("bad key length")
+    (value_length,) = _I32.unpack_from(data, at)
+    if value_length < -1:
+        raise ValueError("bad value length")
+    size = value_length + (key_length if key_length > 0 else 0) + (value_length < 0)
+    at += 4 + (value_length if value_length > 0 else 0)
+    if at + 2 == end and data[at] == 0 and data[at + 1] == 0:
+        return key, size
+    if at + 2 > end:
+        raise ValueError("bad value length")
+    return key, _check_headers(data, at, end, size)
+
+
+def _check_headers(data: bytes, at: int, end: int, size: int) -> int:
+    reader = _Reader(data[:end])
+    reader.at = at
+    try:
+        for _ in range(reader.take(_U16)):
+            name_length = reader.take(_U16)
+            reader.at += name_length
+            data[reader.at - name_length : reader.at].decode()
+            value = reader.optional_bytes()
+            size += name_length + len(value or b"")
+    except (struct.error, UnicodeDecodeError) as exc:
+        raise ValueError(f"bad headers: {exc}") from exc
+    if reader.at != end:
+        raise ValueError("bytes left after the headers")
+    return size
+
+
 class _Reader:
     def __init__(self, data: bytes) -> None:
         self.data, self.at = data, 0
@@ -90,6 +152,37 @@ class _Reader:
             return None
         self.at += length
         return self.data[self.at - length : self.at]
+
+
+def record_key(data: bytes) -> bytes | None:
+    """The key of a stored event, without decoding the rest of it."""
+    (length,) = _I32.unpack_from(data, _I64.size)
+    if length < 0:
+        return None
+    start = _I64.size + _I32.size
+    return data[start : start + length]
+
+
+Fields = tuple[int, bytes | None, bytes | None, Headers]
+
+
+def decode_fields(data: bytes) -> Fields:
+    """(timestamp, key, value, headers) of a stored event, without building an `Event`."""
+    timestamp, key_length = _HEAD.unpack_from(data)
+    at = _HEAD.size
+    key = None
+    if key_length >= 0:
+        key = data[at : at + key_length]
+        at += key_length
+    (value_length,) = _I32.unpack_from(data, at)
+    at += _I32.size
+    value = None
+    if value_length >= 0:
+        value = data[at : at + value_length]
+        at += value_length
+    if len(data) == at + _U16.size and data[at] == 0 and data[at + 1] == 0:
+        return timestamp, key, value, []
+    return timestamp, key, value, decode_event("", data).headers
 
 
 def decode_event(topic: str, data: bytes) -> Event:

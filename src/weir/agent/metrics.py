@@ -9,14 +9,16 @@ Served at `http://HOST:PORT/metrics` when the agent is given `metrics_port`
     weir_agent_sent_events_total{topic}               acknowledged by the cluster
     weir_agent_dropped_events_total{topic}            overwritten in full `logs` queues
     weir_agent_spilled_events_total{topic}            written to disk by `memory`/`shm` queues
+    weir_agent_dead_lettered_events_total{topic}      refused for good by the cluster (no topic)
+    weir_agent_pending_events{topic}                  waiting for the topic's partition count
     weir_agent_queue_depth_events{topic,partition,durability}
     weir_agent_queue_bytes{topic,partition,durability}
     weir_agent_oldest_event_age_seconds{topic,partition}
     weir_agent_cluster_reachable                      1 while the cluster answers
     weir_agent_tailed_lines_total                     lines read from tailed files
 
-Accepted, stored, rejected and sent count since the agent started; dropped and spilled since
-the queue was created (they live with the queue).
+Accepted, stored, rejected, sent and dead-lettered count since the agent started; dropped and
+spilled since the queue was created (they live with the queue).
 """
 
 from __future__ import annotations
@@ -65,6 +67,10 @@ class AgentCollector(Collector):
             "sent": (per_queue["sent"], "events acknowledged by the cluster"),
             "dropped": (per_queue["dropped"], "events overwritten in full logs queues"),
             "spilled": (per_queue["spilled"], "events spilled to disk by memory queues"),
+            "dead_lettered": (
+                self._agent.pending.dead_letters.counts(),
+                "events put in the dead-letter directory",
+            ),
         }
         for name, (values, documentation) in families.items():
             family = CounterMetricFamily(
@@ -94,7 +100,14 @@ class AgentCollector(Collector):
             depth.add_metric(names, queue.depth)
             size.add_metric(names, queue.bytes)
             age.add_metric(names[:2], queue.oldest_age_ms / 1000)
-        yield from (depth, size, age)
+        pending = GaugeMetricFamily(
+            "weir_agent_pending_events",
+            "events waiting for their topic's partition count",
+            labels=["topic"],
+        )
+        for topic in self._agent.pending.statuses():
+            pending.add_metric([topic["topic"]], topic["depth"])
+        yield from (depth, size, age, pending)
 
 
 def serve_metrics(agent: Agent, host: str, port: int) -> WSGIServer:

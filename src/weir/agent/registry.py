@@ -1,8 +1,11 @@
 """The queue registry: topic metadata (partition counts) and one queue per topic-partition.
 
-Partition counts come from the cluster through a Kafka metadata request, are cached, refreshed
-every `refresh_ms` (partition counts may grow) and persisted in `topics.json` in the spool
-directory, so an agent restarted while the cluster is down still knows where events go.
+Partition counts come from the cluster through a Kafka metadata request, are cached, refreshed in
+the background every `metadata_refresh_ms` (partition counts may grow) and persisted in
+`topics.json` in the spool directory, so an agent restarted while the cluster is down still
+knows where events go. A caller never waits for the cluster longer than `caller_wait_ms`, and not
+at all while the cluster is unreachable: a topic whose count is not known then goes to its
+pending queue (`weir.agent.pending`).
 Queues are created on demand and live in `<spool>/<topic>/<partition>.ring` (the `shm` class
 keeps its memory ring in the same layout under its shared-memory directory).
 """
@@ -21,9 +24,11 @@ from weir.durable import write_atomically
 TOPICS_FILE = "topics.json"
 RING_SUFFIX = ".ring"
 QUEUE_FILE_SUFFIXES = (RING_SUFFIX, ".held")
+METADATA_WAIT_S = 10.0
 
-MetadataFetcher = Callable[[str], int]
-"""Returns the partition count of a topic; raises UnknownTopicError or MetadataUnavailable."""
+MetadataFetcher = Callable[[str, float], int]
+"""Returns the partition count of a topic, waiting at most the given seconds; raises
+UnknownTopicError or MetadataUnavailable."""
 
 
 class UnknownTopicError(Exception):
@@ -44,7 +49,8 @@ class QueueRegistry:
         *,
         clock: Clock,
         queue_factory: Callable[[Path, str, int], PartitionQueue],
-        refresh_ms: int = 30_000,
+        caller_wait_ms: int = 1000,
+        reachable: Callable[[], bool] = lambda: True,
         also_scan: tuple[Path, ...] = (),
     ) -> None:
         self._spool = spool
@@ -52,25 +58,44 @@ class QueueRegistry:
         self._fetch = fetch
         self._clock = clock
         self._make_queue = queue_factory
-        self._refresh_ms = refresh_ms
+        self._caller_wait_s = caller_wait_ms / 1000
+        self._reachable = reachable
         self._lock = threading.Lock()
         self._partitions: dict[str, int] = self._load()
-        self._fetched_at: dict[str, int] = {}
         self._queues: dict[tuple[str, int], PartitionQueue] = {}
         self.on_new_queue: Callable[[PartitionQueue], None] = lambda q: None
+        self.on_count_change: Callable[[str], object] = lambda topic: None
 
-    def partition_count(self, topic: str) -> int:
-        now = self._clock.monotonic_ms()
+    def partition_count(self, topic: str) -> int | None:
+        """The count a caller routes by: the cached one, else one question to a reachable
+        cluster of at most `caller_wait_ms`; None when not known (the events go pending).
+        Raises `UnknownTopicError` when the cluster answers that the topic does not exist."""
         known = self._partitions.get(topic)
-        if known is not None and now - self._fetched_at.get(topic, now) < self._refresh_ms:
+        if known is not None or not self._reachable():
             return known
         try:
-            count = self._fetch(topic)
+            return self._fetch_and_remember(topic, self._caller_wait_s)
         except MetadataUnavailable:
-            if known is None:
-                raise
+            return None
+
+    def replace_count(self, topic: str, count: int) -> None:
+        """The topic was recreated with `count` partitions (fewer than known)."""
+        self._remember(topic, count)
+
+    def known_count(self, topic: str) -> int | None:
+        """The cached count, never asking the cluster."""
+        return self._partitions.get(topic)
+
+    def resolve(self, topic: str) -> int:
+        """The cached count, else the cluster's answer however long it takes (background use)."""
+        known = self._partitions.get(topic)
+        if known is not None:
             return known
-        self._remember(topic, max(count, known or 0))
+        return self._fetch_and_remember(topic, METADATA_WAIT_S)
+
+    def _fetch_and_remember(self, topic: str, wait_s: float) -> int:
+        count = self._fetch(topic, wait_s)
+        self._remember(topic, max(count, self._partitions.get(topic, 0)))
         return self._partitions[topic]
 
     def queue(self, topic: str, partition: int) -> PartitionQueue:
@@ -98,10 +123,10 @@ class QueueRegistry:
             return list(self._queues.values())
 
     def refresh_all(self) -> None:
+        """Ask the cluster again for every known topic (partition counts may grow)."""
         for topic in list(self._partitions):
-            self._fetched_at.pop(topic, None)
             try:
-                self.partition_count(topic)
+                self._fetch_and_remember(topic, METADATA_WAIT_S)
             except (MetadataUnavailable, UnknownTopicError):
                 continue
 
@@ -109,10 +134,11 @@ class QueueRegistry:
         with self._lock:
             changed = self._partitions.get(topic) != count
             self._partitions[topic] = count
-            self._fetched_at[topic] = self._clock.monotonic_ms()
             if changed:
                 lines = [json.dumps(self._partitions, sort_keys=True)]
                 write_atomically(self._spool / TOPICS_FILE, lines)
+        if changed:
+            self.on_count_change(topic)
 
     def _load(self) -> dict[str, int]:
         self._spool.mkdir(parents=True, exist_ok=True)

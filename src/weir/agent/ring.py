@@ -21,6 +21,8 @@ only a hint for the write position, which the walk always finds again, so a cras
 was written loses nothing it wrote.
 
 Thread-safety: every public method takes the ring's lock; callers may share one ring freely.
+Once closed, a ring refuses appends (`RingClosed`), peeks nothing and ignores acknowledgements,
+so a sender still running while the agent stops leaves the records for the next start.
 The ring never decides policy on its own: `append` raises `RingFull` unless asked to overwrite.
 """
 
@@ -45,12 +47,17 @@ _HEADER_CRC = struct.Struct(">I")
 _SLOT_SIZE = 64
 _RECORD = struct.Struct(">IIQ")
 _SEQUENCE = struct.Struct(">Q")
-_LENGTH_AND_CRC = struct.Struct(">II")
+_LENGTH = struct.Struct(">I")
+PEEK_SLACK = 64 * 1024  # read beyond max_bytes so the record that crosses it comes in one copy
 RECORD_OVERHEAD = _RECORD.size
 
 
 class RingFull(Exception):
     """The ring has no room for the records and overwriting was not allowed."""
+
+
+class RingClosed(Exception):
+    """The ring was closed (the agent is stopping); nothing was stored."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -105,38 +112,64 @@ class DiskRing:
 
     def append(self, payloads: list[bytes], *, overwrite: bool) -> int:
         """Store the payloads in order; returns how many old records were overwritten."""
-        needed = RECORD_OVERHEAD * len(payloads) + sum(map(len, payloads))
+        if len(payloads) == 1:
+            needed = RECORD_OVERHEAD + len(payloads[0])
+        else:
+            needed = RECORD_OVERHEAD * len(payloads) + sum(map(len, payloads))
         if needed > self.capacity:
             raise RingFull(f"{needed} bytes can never fit a ring of {self.capacity} bytes")
         if not payloads:
             return 0
         with self._lock:
-            evicted = self._make_room(needed, overwrite)
-            if evicted:
+            if self._map.closed:
+                raise RingClosed(f"queue {self.path} is closed")
+            evicted = 0
+            if self.capacity - (self._write_position - self._read_position) < needed:
+                evicted = self._make_room(needed, overwrite)
                 # The new read position must be on disk before its old records are overwritten.
                 self._write_header()
             self._write_records(payloads)
             return evicted
 
     def peek(self, max_records: int, max_bytes: int) -> RecordBatchView:
-        """Copy up to `max_records` records from the read position without consuming them."""
+        """Copy up to `max_records` records from the read position without consuming them,
+        stopping once `max_bytes` of payload were taken (at least one record if there is one)."""
         with self._lock:
             payloads: list[bytes] = []
-            position, size = self._read_position, 0
-            while position < self._write_position and len(payloads) < max_records:
-                payload, position = self._read_record_at(position)
-                payloads.append(payload)
-                size += len(payload)
-                if size >= max_bytes:
-                    break
+            position = self._read_position
+            if position < self._write_position and not self._map.closed:
+                payloads, position = self._copy_records(position, max_records, max_bytes)
             return RecordBatchView(
                 payloads=payloads, first_sequence=self._read_sequence, end_position=position
             )
 
+    def _copy_records(
+        self, position: int, max_records: int, max_bytes: int
+    ) -> tuple[list[bytes], int]:
+        """The records from `position`: one copy of the bytes they span, split there."""
+        available = self._write_position - position
+        chunk = self._get(position, min(available, max_bytes + PEEK_SLACK))
+        payloads: list[bytes] = []
+        at = size = 0
+        while len(payloads) < max_records and size < max_bytes:
+            if at + RECORD_OVERHEAD > len(chunk):
+                break
+            (length,) = _LENGTH.unpack_from(chunk, at)
+            end = at + RECORD_OVERHEAD + length
+            if end > len(chunk):
+                break
+            payloads.append(chunk[at + RECORD_OVERHEAD : end])
+            size += length
+            at = end
+        if not payloads:
+            payload, end_position = self._read_record_at(position)
+            return [payload], end_position
+        return payloads, position + at
+
     def acknowledge(self, batch: RecordBatchView) -> None:
         """Advance the read position past `batch`, unless overwriting already moved beyond it."""
         with self._lock:
-            if batch.end_sequence <= self._read_sequence:
+            if batch.end_sequence <= self._read_sequence or self._map.closed:
                 return
             self._read_position = batch.end_position
             self._read_sequence = batch.end_sequence
@@ -197,14 +230,15 @@ class DiskRing:
     def _write_records(self, payloads: list[bytes]) -> None:
         """Frame and checksum each payload, then copy the whole run into the ring at once."""
         sequence = self._write_sequence
-        parts: list[bytes] = []
-        for payload in payloads:
-            prefix = _SEQUENCE.pack(sequence)
-            checksum = crc32c.crc32c(payload, crc32c.crc32c(prefix))
-            parts.append(_LENGTH_AND_CRC.pack(len(payload), checksum) + prefix)
-            parts.append(payload)
+        if len(payloads) == 1:
+            run = _record_head(payloads[0], sequence) + payloads[0]
             sequence += 1
-        run = b"".join(parts) if len(parts) > 2 else parts[0] + parts[1]
+        else:
+            parts: list[bytes] = []
+            for payload in payloads:
+                parts += (_record_head(payload, sequence), payload)
+                sequence += 1
+            run = b"".join(parts)
         position = self._write_position
         offset = position % self.capacity
         if offset + len(run) <= self.capacity:
@@ -293,6 +327,12 @@ class DiskRing:
         while (end := self._valid_record_at(position, sequence)) is not None:
             position, sequence = end, sequence + 1
         return position, sequence
+
+
+def _record_head(payload: bytes, sequence: int) -> bytes:
+    """What precedes a payload in the ring: length, checksum (of sequence and payload), sequence."""
+    checksum = crc32c.crc32c(payload, crc32c.crc32c(_SEQUENCE.pack(sequence)))
+    return _RECORD.pack(len(payload), checksum, sequence)
 
 
 def _open_sized(path: Path, size: int) -> BinaryIO:

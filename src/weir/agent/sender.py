@@ -6,7 +6,10 @@ States and their transitions (a table, as everywhere in Weir):
                        └──failed──► BACKING_OFF ──backoff elapsed──► SENDING
 
 While BACKING_OFF the backlog stays on disk in the queue; the same batch (the oldest records) is
-sent again, so a partition's events reach the topic in the order they were accepted. A crash
+sent again, so a partition's events reach the topic in the order they were accepted. A batch the
+cluster refuses because its topic or partition does not exist is handed to `rehome` (the agent
+dead-letters it, or places it again if the topic now has fewer partitions) instead of being
+retried for ever. A crash
 between delivery and acknowledgement sends the batch again: at-least-once.
 """
 
@@ -15,13 +18,19 @@ from __future__ import annotations
 import enum
 import logging
 import threading
+from collections.abc import Callable
 
-from weir.agent.event import decode_event
-from weir.agent.link import DeliveryFailed, KafkaLink
+from weir.agent.event import decode_fields
+from weir.agent.link import ABANDON_GRACE_S, Abandon, DeliveryFailed, KafkaLink
 from weir.agent.queue import PartitionQueue
 from weir.clock import Clock
 
 log = logging.getLogger(__name__)
+
+
+Rehome = Callable[[PartitionQueue, list[bytes], str], bool]
+"""Takes over a batch whose topic or partition the cluster says does not exist (dead-letters it,
+or places it again); True if it did, and the batch leaves the queue."""
 
 
 class SenderState(enum.Enum):
@@ -50,16 +59,20 @@ class Sender:
         max_bytes: int = 1 << 20,
         backoff_ms: tuple[int, int] = (100, 5000),
         delivery_timeout_s: float = 60.0,
+        rehome: Rehome = lambda queue, payloads, reason: False,
     ) -> None:
         self.queue, self._link, self._clock = queue, link, clock
         self._max_records, self._max_bytes = max_records, max_bytes
         self._backoff_min, self._backoff_max = backoff_ms
         self._backoff = self._backoff_min
         self._delivery_timeout_s = delivery_timeout_s
+        self._rehome = rehome
+        self._misplaced: str | None = None  # why the last batch was rehomed: so may the next
         self.state = SenderState.IDLE
         self.sent = 0
         self.last_error: str | None = None
-        self._stopping = threading.Event()
+        self._abandon = Abandon()
+        self._stopping = self._abandon.requested
         self._thread = threading.Thread(
             target=self._run, name=f"weir-sender-{queue.topic}-{queue.partition}", daemon=True
         )
@@ -67,13 +80,17 @@ class Sender:
     def start(self) -> None:
         self._thread.start()
 
-    def request_stop(self) -> None:
-        """Stop after the batch in flight (given a grace period to be acknowledged)."""
+    def request_stop(self, grace_s: float = ABANDON_GRACE_S) -> None:
+        """Stop after the batch in flight, which gets `grace_s` more to be acknowledged."""
+        self._abandon.grace_s = grace_s
         self._stopping.set()
+
+    def join(self, timeout_s: float) -> None:
+        self._thread.join(timeout_s)
 
     def stop(self) -> None:
         self.request_stop()
-        self._thread.join(timeout=self._delivery_timeout_s)
+        self.join(self._delivery_timeout_s)
 
     def _move(self, target: SenderState) -> None:
         if target not in TRANSITIONS[self.state]:
@@ -92,17 +109,24 @@ class Sender:
             return False
         if self.state is SenderState.IDLE:
             self._move(SenderState.SENDING)
-        events = [decode_event(self.queue.topic, p) for p in batch.payloads]
+        if self._misplaced is not None:
+            if self._rehome(self.queue, batch.payloads, self._misplaced):
+                self.queue.acknowledge(batch)
+                return True
+            self._misplaced = None
+        records = [decode_fields(p) for p in batch.payloads]
         try:
-            self._link.deliver(events, self.queue.partition, self._delivery_timeout_s,
-                               abandon=self._stopping)  # fmt: skip
+            self._link.deliver(self.queue.topic, records, self.queue.partition,
+                               self._delivery_timeout_s, abandon=self._abandon)  # fmt: skip
         except DeliveryFailed as exc:
-            self.queue.note_delivery(False)
-            self._back_off(str(exc))
-            return False
+            if not (exc.placement and self._rehome(self.queue, batch.payloads, str(exc))):
+                self.queue.note_delivery(False)
+                self._back_off(str(exc))
+                return False
+            self._misplaced, records = str(exc), []
         self.queue.acknowledge(batch)
         self.queue.note_delivery(True)
-        self.sent += len(events)
+        self.sent += len(records)
         self._backoff, self.last_error = self._backoff_min, None
         self._move(SenderState.IDLE)
         return True

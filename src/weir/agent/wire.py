@@ -25,20 +25,25 @@ from __future__ import annotations
 import enum
 import struct
 from dataclasses import dataclass
+from typing import NamedTuple
 
-from weir.agent.event import Event, decode_event, encode_event
+from weir.agent.event import Event, check_untimed, encode_event
 
 DEFAULT_SOCKET = "/tmp/weir-agent.sock"  # where the agent listens unless told otherwise
 
 PREAMBLE = b"WEIR\x01"
 _LENGTH = struct.Struct(">I")
 _REQUEST_HEAD = struct.Struct(">BI")
+_SEND_HEAD = struct.Struct(">BIH")  # op, correlation id, topic length
 _U16 = struct.Struct(">H")
 
 
 class Op(enum.IntEnum):
     SEND = 1
     STATUS = 2
+
+
+_SEND, _STATUS = int(Op.SEND), int(Op.STATUS)
 
 
 class Mode(enum.Enum):
@@ -55,11 +60,17 @@ class WireError(Exception):
         self.code = code
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Request:
+class Request(NamedTuple):
+    """One framed request. For SEND: the topic, the event's key, `record` (the event in its
+    stored form minus the timestamp, as `weir.agent.event` defines it: exactly the bytes after
+    the topic) and `size` (its key, value and header bytes)."""
+
     op: Op
     correlation_id: int
-    event: Event | None = None
+    topic: str = ""
+    key: bytes | None = None
+    record: bytes = b""
+    size: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -78,6 +89,14 @@ def encode_send(correlation_id: int, event: Event) -> bytes:
 
 def encode_status(correlation_id: int) -> bytes:
     return _frame(_REQUEST_HEAD.pack(Op.STATUS, correlation_id))
+
+
+_OK_RESPONSE = struct.Struct(">IIBHI")
+
+
+def encode_ok(correlation_id: int) -> bytes:
+    """The framed answer to a request that succeeded without a message (most SENDs)."""
+    return _OK_RESPONSE.pack(_OK_RESPONSE.size - _LENGTH.size, correlation_id, 0, 0, 0)
 
 
 def encode_response(response: Response) -> bytes:
@@ -107,18 +126,26 @@ class ServerConnection:
                 del self._buffer[: len(PREAMBLE)]
 
     def next_requests(self) -> list[Request]:
-        """All complete framed requests; raises `WireError` on a broken stream."""
+        """All complete framed requests; raises `WireError` on a broken stream (once the
+        requests before the broken one were returned)."""
         requests: list[Request] = []
-        while len(self._buffer) >= _LENGTH.size:
-            (length,) = _LENGTH.unpack_from(self._buffer)
-            if length > self._max or length < _REQUEST_HEAD.size:
-                raise WireError("FRAME_TOO_LARGE" if length > self._max else "BAD_FRAME",
-                                f"frame of {length} bytes (limit {self._max})")  # fmt: skip
-            if len(self._buffer) < _LENGTH.size + length:
-                break
-            body = bytes(self._buffer[_LENGTH.size : _LENGTH.size + length])
-            del self._buffer[: _LENGTH.size + length]
-            requests.append(_decode_request(body))
+        data = bytes(self._buffer)
+        at, end = 0, len(data)
+        try:
+            while end - at >= _LENGTH.size:
+                (length,) = _LENGTH.unpack_from(data, at)
+                if length > self._max or length < _REQUEST_HEAD.size:
+                    raise WireError("FRAME_TOO_LARGE" if length > self._max else "BAD_FRAME",
+                                    f"frame of {length} bytes (limit {self._max})")  # fmt: skip
+                if end - at < _LENGTH.size + length:
+                    break
+                start = at + _LENGTH.size
+                requests.append(_decode_request(data, start, start + length))
+                at = start + length
+        except WireError:
+            if not requests:
+                raise
+        del self._buffer[:at]
         return requests
 
     def next_lines(self) -> list[bytes]:
@@ -130,20 +157,27 @@ class ServerConnection:
         return [line.rstrip(b"\r") for line in lines]
 
 
-def _decode_request(body: bytes) -> Request:
-    op_code, correlation_id = _REQUEST_HEAD.unpack_from(body)
-    if op_code == Op.STATUS:
-        return Request(op=Op.STATUS, correlation_id=correlation_id)
-    if op_code != Op.SEND:
-        raise WireError("UNKNOWN_OP", f"unknown op {op_code}")
+def _decode_request(data: bytes, start: int, end: int) -> Request:
+    if data[start] == _SEND and end - start >= _SEND_HEAD.size:
+        return _decode_send(data, start, end)
+    op_code, correlation_id = _REQUEST_HEAD.unpack_from(data, start)
+    if op_code == _STATUS:
+        return Request(Op.STATUS, correlation_id)
+    if op_code == _SEND:
+        raise WireError("BAD_FRAME", "malformed SEND: shorter than its head")
+    raise WireError("UNKNOWN_OP", f"unknown op {op_code}")
+
+
+def _decode_send(data: bytes, start: int, end: int) -> Request:
+    _, correlation_id, topic_length = _SEND_HEAD.unpack_from(data, start)
+    at = start + _SEND_HEAD.size
     try:
-        (topic_length,) = _U16.unpack_from(body, _REQUEST_HEAD.size)
-        start = _REQUEST_HEAD.size + _U16.size
-        topic = body[start : start + topic_length].decode()
-        event = decode_event(topic, bytes(8) + body[start + topic_length :])
-    except (struct.error, UnicodeDecodeError) as exc:
+        topic = data[at : at + topic_length].decode()
+        at += topic_length
+        key, size = check_untimed(data, at, end)
+    except (struct.error, UnicodeDecodeError, ValueError) as exc:
         raise WireError("BAD_FRAME", f"malformed SEND: {exc}") from exc
-    return Request(op=Op.SEND, correlation_id=correlation_id, event=event)
+    return Request(Op.SEND, correlation_id, topic, key, data[at:end], size)
 
 
 def parse_line(line: bytes) -> tuple[str, bytes | None, bytes]:

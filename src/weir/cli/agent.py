@@ -3,7 +3,10 @@
 `start --tail GLOB:TOPIC` follows files (see `weir.agent.tail`), `--metrics-port N` serves
 Prometheus metrics (see `weir.agent.metrics`).
 `send` exits 0 only when the agent acknowledged every stdin line (stored durably per the topic's
-class); otherwise it prints each refusal and exits 1.
+class); lines the agent refused are counted per reason on stderr and exit 1; an agent that is not
+running or does not answer within `--timeout` is one line on stderr and exit 2.
+On SIGTERM `start` stops accepting, then flushes and closes the queues within the agent's
+`shutdown_timeout_ms`; undelivered events are sent after the next start.
 """
 
 from __future__ import annotations
@@ -14,11 +17,12 @@ import json
 import signal
 import sys
 import threading
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from weir.agent.client import AgentClient
+from weir.agent.client import DEFAULT_TIMEOUT_S, AgentClient, AgentClientError
 from weir.agent.event import Event
 from weir.agent.wire import DEFAULT_SOCKET
 
@@ -41,9 +45,12 @@ def register(commands: Any) -> None:
     send.add_argument("topic")
     send.add_argument("--socket", type=Path, default=Path(DEFAULT_SOCKET))
     send.add_argument("--key-separator", help="split each line into KEY SEP VALUE")
+    send.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
+                      help="how long to wait for each answer of the agent")  # fmt: skip
     send.set_defaults(run=run_send)
     status = actions.add_parser("status", help="print the agent's queues as JSON")
     status.add_argument("--socket", type=Path, default=Path(DEFAULT_SOCKET))
+    status.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS")
     status.set_defaults(run=run_status)
 
 
@@ -76,6 +83,7 @@ def run_start(args: argparse.Namespace) -> int:
         stop.wait()
     server.shutdown()
     server.server_close()
+    config.socket.unlink(missing_ok=True)
     agent.close()
     return 0
 
@@ -90,16 +98,25 @@ def _events(topic: str, separator: str | None) -> Iterator[Event]:
 
 
 def run_send(args: argparse.Namespace) -> int:
-    with AgentClient(args.socket) as client:
-        responses = client.send_all(_events(args.topic, args.key_separator))
-    failed = [r for r in responses if not r.ok]
-    for response in failed:
-        print(f"weir: {response.code}: {response.message.decode(errors='replace')}",
-              file=sys.stderr)  # fmt: skip
-    return 1 if failed else 0
+    try:
+        with AgentClient(args.socket, timeout_s=args.timeout) as client:
+            responses = client.send_all(_events(args.topic, args.key_separator))
+    except AgentClientError as exc:
+        print(f"weir: {exc}", file=sys.stderr)
+        return 2
+    refused = Counter(r.code for r in responses if not r.ok)
+    for code, count in refused.items():
+        example = next(r for r in responses if r.code == code)
+        print(f"weir: {count} of {len(responses)} lines refused: {code}: "
+              f"{example.message.decode(errors='replace')}", file=sys.stderr)  # fmt: skip
+    return 1 if refused else 0
 
 
 def run_status(args: argparse.Namespace) -> int:
-    with AgentClient(args.socket) as client:
-        print(json.dumps(client.status(), indent=2))
+    try:
+        with AgentClient(args.socket, timeout_s=args.timeout) as client:
+            print(json.dumps(client.status(), indent=2))
+    except AgentClientError as exc:
+        print(f"weir: {exc}", file=sys.stderr)
+        return 2
     return 0

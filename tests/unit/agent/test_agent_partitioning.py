@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import struct
 import threading
 from pathlib import Path
 
 import pytest
 
-from weir.agent.event import Event, decode_event, encode_event
+from weir.agent.event import Event, decode_event, encode_event, timestamp_prefix
 from weir.agent.partitioner import StickyPartitioner, murmur2, partition_for_key
 from weir.agent.queue import DiskQueue, Durability, QueueFullError
 from weir.agent.ring import RECORD_OVERHEAD
@@ -106,9 +107,12 @@ def test_wire_frames_round_trip_and_reject_oversized() -> None:
     server.receive_data(PREAMBLE + encode_send(7, event) + encode_send(8, event)[:5])
     (request,) = server.next_requests()
     assert request.op is Op.SEND and request.correlation_id == 7
-    assert request.event == event
+    assert (request.topic, request.key, request.size) == ("t", b"k", 4)
+    assert decode_event("t", timestamp_prefix(0) + request.record) == event
     big = Event(topic="t", value=b"x" * 2000)
     server.receive_data(encode_send(8, event)[5:] + encode_send(9, big))
+    (before_the_broken_frame,) = server.next_requests()
+    assert before_the_broken_frame.correlation_id == 8
     with pytest.raises(WireError, match="2"):
         server.next_requests()
     client = ClientConnection()
@@ -116,6 +120,24 @@ def test_wire_frames_round_trip_and_reject_oversized() -> None:
         encode_response(Response(correlation_id=3, ok=False, code="X", message=b"m"))
     )
     assert client.next_responses() == [Response(correlation_id=3, ok=False, code="X", message=b"m")]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"\xff\xff\xff\xfe" + bytes(6),  # key length below -1
+        bytes(4) + b"\x00\x00\x00\x09" + bytes(2),  # value longer than the frame
+        bytes(10) + b"x",  # bytes after the headers
+        bytes(4) + bytes(4) + b"\x00\x01\x00",  # a header cut short
+    ],
+)
+def test_malformed_send_bodies_are_refused_before_anything_is_stored(body: bytes) -> None:
+    server = ServerConnection(max_frame_bytes=1000)
+    frame = struct.pack(">BIH", Op.SEND, 5, 1) + b"t" + body
+    server.receive_data(PREAMBLE + struct.pack(">I", len(frame)) + frame)
+    with pytest.raises(WireError, match="malformed SEND") as raised:
+        server.next_requests()
+    assert raised.value.code == "BAD_FRAME"
 
 
 def test_lines_mode_is_chosen_without_preamble() -> None:

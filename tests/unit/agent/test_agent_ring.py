@@ -133,3 +133,32 @@ def test_overwrite_counts_exactly_what_it_dropped(tmp_path: Path) -> None:
     assert ring.state().dropped == 15
     assert ring.peek(100, 1 << 20).payloads == [b"%04d" % i for i in range(15, 25)]
     ring.close()
+
+
+def test_peek_takes_a_record_larger_than_its_byte_limit_alone_and_across_the_wrap(
+    tmp_path: Path,
+) -> None:
+    ring = DiskRing(tmp_path / "big.ring", 300_000)
+    small, big = b"s" * 100, bytes(range(256)) * 800
+    ring.append([small] * 900, overwrite=False)
+    ring.acknowledge(ring.peek(900, 1 << 20))
+    assert ring.state().write_position + RECORD_OVERHEAD + len(big) > ring.capacity
+    ring.append([big, small], overwrite=False)  # the big record wraps around the end
+    first = ring.peek(10, 1000)
+    assert first.payloads == [big]
+    ring.acknowledge(first)
+    assert ring.peek(10, 1000).payloads == [small]
+    ring.close()
+
+
+def test_stored_fields_decode_as_the_event_does() -> None:
+    from weir.agent.event import Event, decode_fields, encode_event
+
+    for event in (
+        Event(topic="t", value=b"v", key=b"k", timestamp_ms=5),
+        Event(topic="t", value=None, key=b"", timestamp_ms=6),
+        Event(topic="t", value=b"", headers=[("h", b"1"), ("i", b"")], timestamp_ms=7),
+    ):
+        assert decode_fields(encode_event(event)) == (
+            event.timestamp_ms, event.key, event.value, event.headers
+        )
