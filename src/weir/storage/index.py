@@ -1,4 +1,4 @@
-"""Sparse, memory-mapped indexes of one segment.
+"""Sparse indexes of one segment.
 
 `.index` (OffsetIndex): 8-byte entries `relative_offset:int32 | position:int32`, both strictly
 increasing; an entry says "the batch starting at this offset begins at this file position".
@@ -6,13 +6,13 @@ increasing; an entry says "the batch starting at this offset begins at this file
 strictly increasing; an entry says "batches up to this offset have timestamps up to this one".
 
 Files are pre-allocated (sparse) to `max_index_size` while their segment is active and trimmed
-to the valid entries when it rolls. Entries are written with `pwrite` and read through a
-read-only mapping of the same pages, only where entries were written: a store into a mapped
-page that a full disk cannot back, or on tmpfs any touch of a mapped hole, kills the process
-(SIGBUS), where `pwrite` fails with ENOSPC and leaves the index as it was. On open, the valid
-entries are the prefix before the first all-zero entry: no index records position 0 or timestamp 0
-at its base offset, so an all-zero entry is unused space. `validate` checks the entries before they
-are trusted after an unclean shutdown.
+to the valid entries when it rolls. Entries are written with `pwrite` and looked up in a copy
+kept in memory while the segment is active, through a read-only mapping once it is trimmed:
+a store into a mapped page that a full disk cannot back, or on tmpfs any touch of a mapped
+hole, kills the process (SIGBUS), where `pwrite` fails with ENOSPC and leaves the index as it
+was. On open, the valid entries are the prefix before the first all-zero entry: no index records
+position 0 or timestamp 0 at its base offset, so an all-zero entry is unused space. `validate`
+checks the entries before they are trusted after an unclean shutdown.
 
 Thread-safety: none. The owning LogSegment serialises access.
 """
@@ -30,6 +30,12 @@ from weir.storage.errors import CorruptIndexError
 
 
 class _MappedIndex:
+    """Held in one of two ways. While its segment takes appends, the index keeps its file
+    descriptor (entries are written with pwrite) and a copy of its entries in memory for
+    lookups. Once trimmed, it is a read-only mapping and keeps no descriptor of its own: a
+    partition's closed segments cost one descriptor each (the log) beyond what the mapping's
+    own duplicate holds, so thousands of partitions fit a process's limit."""
+
     ENTRY: struct.Struct
 
     def __init__(self, path: Path, base_offset: int, max_index_size: int) -> None:
@@ -40,14 +46,20 @@ class _MappedIndex:
         existed = not self.newly_created and path.stat().st_size > 0
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         self._mmap: mmap.mmap | None = None
+        self._entries_copy: bytearray | None = None
+        self._view: bytes | bytearray | mmap.mmap = b""
         try:
             if self.newly_created:
                 diskio.truncate(self._fd, self._rounded(max_index_size), diskio.INDEX)
-            self._map_file()
+            self.capacity = os.fstat(self._fd).st_size // self.entry_size
+            self.entries = self._count_valid_entries() if existed else 0
+            if self.newly_created:
+                self._hold_for_appends()  # a new index belongs to a segment about to take appends
+            else:
+                self._hold_mapped()
         except BaseException:
-            os.close(self._fd)
+            self.close()
             raise
-        self.entries = self._count_valid_entries() if existed else 0
 
     @property
     def entry_size(self) -> int:
@@ -56,23 +68,42 @@ class _MappedIndex:
     def _rounded(self, size: int) -> int:
         return size - size % self.entry_size
 
-    def _map_file(self) -> None:
-        size = os.fstat(self._fd).st_size
-        self._mmap = mmap.mmap(self._fd, size, access=mmap.ACCESS_READ) if size else None
+    def _descriptor(self) -> int:
+        if self._fd < 0:
+            self._fd = os.open(self.path, os.O_RDWR)
+        return self._fd
+
+    def _hold_mapped(self) -> None:
+        """Read-only mapping of the file, no descriptor of our own."""
+        self._unmap()
+        fd = self._descriptor()
+        size = os.fstat(fd).st_size
         self.capacity = size // self.entry_size
+        self._mmap = mmap.mmap(fd, size, access=mmap.ACCESS_READ) if size else None
+        self._view = self._mmap if self._mmap is not None else b""
+        self._entries_copy = None
+        os.close(fd)
+        self._fd = -1
+
+    def _hold_for_appends(self) -> None:
+        """Descriptor open for writes, entries copied into memory for lookups."""
+        self._unmap()
+        fd = self._descriptor()
+        self.capacity = os.fstat(fd).st_size // self.entry_size
+        self._entries_copy = bytearray(os.pread(fd, self.entries * self.entry_size, 0))
+        self._view = self._entries_copy
 
     @property
     def is_full(self) -> bool:
         return self.entries >= self.capacity
 
     def _raw(self, i: int) -> tuple[int, int]:
-        assert self._mmap is not None
-        pair: tuple[int, int] = self.ENTRY.unpack_from(self._mmap, i * self.entry_size)
+        pair: tuple[int, int] = self.ENTRY.unpack_from(self._view, i * self.entry_size)
         return pair
 
     def _count_valid_entries(self) -> int:
         """Entries before the first all-zero entry (after entry 0), found by binary search.
-        Reads with pread, not through the mapping: the unused tail may be a hole, and on tmpfs
+        Reads with pread, not through a mapping: the unused tail may be a hole, and on tmpfs
         touching a mapped hole allocates a page, which a full file system answers with SIGBUS."""
         lo, hi = 1, self.capacity
         if hi == 0:
@@ -88,26 +119,33 @@ class _MappedIndex:
         return lo
 
     def _read_entry(self, i: int) -> tuple[int, int]:
-        raw = os.pread(self._fd, self.entry_size, i * self.entry_size)
+        raw = os.pread(self._descriptor(), self.entry_size, i * self.entry_size)
         pair: tuple[int, int] = self.ENTRY.unpack(raw)
         return pair
 
     def _write(self, i: int, a: int, b: int) -> None:
-        if self._mmap is None or i >= self.capacity:
+        if i >= self.capacity:
             raise CorruptIndexError(f"index {self.path} is full")
         self._pwrite(self.ENTRY.pack(a, b), i * self.entry_size)
 
     def _pwrite(self, data: bytes, position: int) -> None:
-        written = diskio.pwrite(self._fd, data, position, diskio.INDEX)
+        written = diskio.pwrite(self._descriptor(), data, position, diskio.INDEX)
         if written != len(data):
             raise OSError(errno.ENOSPC, f"short write to {self.path}: {written} of {len(data)}")
+        if self._entries_copy is not None:
+            copy = self._entries_copy
+            if position > len(copy):
+                copy.extend(bytes(position - len(copy)))
+            copy[position : position + len(data)] = data
 
     def truncate_to_entries(self, n: int) -> None:
         """Keep only the first `n` entries; zero the rest so a reopen counts them right."""
         n = max(0, min(n, self.entries))
-        if self._mmap is not None and n < self.entries:
+        if n < self.entries:
             start, end = n * self.entry_size, self.entries * self.entry_size
             self._pwrite(bytes(end - start), start)
+            if self._entries_copy is not None:
+                del self._entries_copy[start:]
         self.entries = n
 
     def reset(self) -> None:
@@ -118,30 +156,41 @@ class _MappedIndex:
         self.resize(self.max_index_size)
 
     def trim(self) -> None:
-        """Shrink the file to its valid entries (done when the segment stops being active)."""
-        self.resize(self.entries * self.entry_size)
+        """Shrink the file to its valid entries (done when the segment stops being active) and
+        hold it mapped from then on."""
+        self.resize(self.entries * self.entry_size, mapped=True)
 
-    def resize(self, size: int) -> None:
+    def resize(self, size: int, *, mapped: bool = False) -> None:
+        """Set the file's size (never below its entries); held for appends unless `mapped`."""
         size = max(self._rounded(size), self.entries * self.entry_size)
-        if self._mmap is not None and len(self._mmap) == size:
-            return
-        self._unmap()
+        fd = self._descriptor()
         try:
-            diskio.truncate(self._fd, size, diskio.INDEX)
+            if os.fstat(fd).st_size != size:
+                self._unmap()
+                diskio.truncate(fd, size, diskio.INDEX)
         finally:
-            self._map_file()
+            if mapped:
+                self._hold_mapped()
+            else:
+                self._hold_for_appends()
 
     def flush(self) -> None:
-        diskio.sync(self._fd, diskio.INDEX, data_only=True)
+        diskio.sync(self._descriptor(), diskio.INDEX, data_only=True)
+        if self._mmap is not None:
+            os.close(self._fd)
+            self._fd = -1
 
     def _unmap(self) -> None:
         if self._mmap is not None:
             self._mmap.close()
             self._mmap = None
-        self.capacity = 0
+        self._view = self._entries_copy if self._entries_copy is not None else b""
 
     def close(self) -> None:
         self._unmap()
+        self._entries_copy = None
+        self._view = b""
+        self.capacity = 0
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
