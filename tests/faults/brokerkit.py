@@ -21,7 +21,6 @@ import collections
 import contextlib
 import datetime
 import errno
-import io
 import logging
 import os
 import socket
@@ -55,12 +54,12 @@ from kio.schema.api_versions.v3 import request as api_versions_v3  # noqa: E402
 from kio.schema.fetch.v12 import request as fetch_v12  # noqa: E402
 from kio.schema.metadata.v9 import request as metadata_v9  # noqa: E402
 from kio.schema.produce.v9 import request as produce_v9  # noqa: E402
-from kio.serial import entity_reader, entity_writer  # noqa: E402
+from kio.serial import entity_reader  # noqa: E402
 from kio.static.primitive import Records  # noqa: E402
+from raw_requests import encode_request, recv_exact  # noqa: E402
 
 from weir.protocol.apis import ApiKey  # noqa: E402
 from weir.protocol.codec import codec_for  # noqa: E402
-from weir.protocol.framing import frame  # noqa: E402
 from weir.records import Record, build_batch  # noqa: E402
 
 __all__ = ["IN_CI", "BrokerProcess", "require_tool"]
@@ -369,31 +368,6 @@ def wait_until(predicate: Any, timeout: float, what: str, interval: float = 0.1)
 # ---- raw requests --------------------------------------------------------------------------
 
 
-def _encode(api_key: int, version: int, body: Any, correlation_id: int) -> bytes:
-    cls = codec_for(api_key, version).request_type
-    header_cls = cls.__header_schema__  # type: ignore[attr-defined]
-    buffer = io.BytesIO()
-    header = header_cls(
-        request_api_key=api_key,
-        request_api_version=version,
-        correlation_id=correlation_id,
-        client_id="fault-tests",
-    )
-    entity_writer(header_cls)(buffer, header)
-    entity_writer(cls)(buffer, body)
-    return frame(buffer.getvalue())
-
-
-def recv_exact(sock: socket.socket, size: int) -> bytes:
-    data = bytearray()
-    while len(data) < size:
-        chunk = sock.recv(size - len(data))
-        if not chunk:
-            raise ConnectionError(f"broker closed after {len(data)} of {size} bytes")
-        data += chunk
-    return bytes(data)
-
-
 class RawClient:
     """One TCP connection speaking Kafka with kio's classes."""
 
@@ -409,7 +383,8 @@ class RawClient:
 
     def call(self, api_key: int, version: int, body: Any) -> Any:
         self._correlation_id += 1
-        self.sock.sendall(_encode(api_key, version, body, self._correlation_id))
+        request = encode_request(api_key, version, body, self._correlation_id, "fault-tests")
+        self.sock.sendall(request)
         (size,) = struct.unpack(">i", recv_exact(self.sock, 4))
         payload = recv_exact(self.sock, size)
         cls = codec_for(api_key, version).response_type

@@ -5,7 +5,6 @@ oversized assignment, a second member with a static instance id already in use."
 from __future__ import annotations
 
 import datetime
-import io
 import socket
 import struct
 from typing import Any
@@ -17,11 +16,11 @@ from kio.schema.leave_group.v3 import request as leave_v3
 from kio.schema.offset_commit.v7 import request as commit_v7
 from kio.schema.offset_delete.v0 import request as offset_delete_v0
 from kio.schema.sync_group.v3 import request as sync_v3
-from kio.serial import entity_reader, entity_writer
+from kio.serial import entity_reader
+from raw_requests import encode_request, recv_exact
 
 from weir.protocol.apis import ApiKey
 from weir.protocol.codec import codec_for
-from weir.protocol.framing import frame
 
 TopicPartition = tuple[str, int]
 
@@ -60,29 +59,16 @@ class RawMember:
     def call(self, api_key: ApiKey, version: int, body: Any) -> Any:
         self._correlation_id += 1
         codec = codec_for(api_key, version)
-        header_cls = codec.request_type.__header_schema__  # type: ignore[attr-defined]
-        buffer = io.BytesIO()
-        entity_writer(header_cls)(buffer, header_cls(
-            request_api_key=api_key, request_api_version=version,
-            correlation_id=self._correlation_id, client_id="raw-member"))  # fmt: skip
-        entity_writer(codec.request_type)(buffer, body)
-        self.sock.sendall(frame(buffer.getvalue()))
-        (size,) = struct.unpack(">i", self._recv(4))
-        payload = self._recv(size)
+        self.sock.sendall(
+            encode_request(api_key, version, body, self._correlation_id, "raw-member")
+        )
+        (size,) = struct.unpack(">i", recv_exact(self.sock, 4))
+        payload = recv_exact(self.sock, size)
         response_cls = codec.response_type
         header, used = entity_reader(response_cls.__header_schema__)(payload, 0)  # type: ignore[attr-defined]
         assert header.correlation_id == self._correlation_id
         response, _ = entity_reader(response_cls)(payload, used)
         return response
-
-    def _recv(self, size: int) -> bytes:
-        data = bytearray()
-        while len(data) < size:
-            chunk = self.sock.recv(size - len(data))
-            if not chunk:
-                raise ConnectionError(f"broker closed after {len(data)} of {size} bytes")
-            data += chunk
-        return bytes(data)
 
     # ---- group requests ---------------------------------------------------------------------
 

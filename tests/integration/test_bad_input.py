@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import importlib
-import io
 import random
 import resource
 import socket
@@ -24,8 +23,9 @@ from broker_process import BrokerProcess
 from confluent_kafka import Consumer, Producer, TopicPartition
 from kio.schema.errors import ErrorCode
 from kio.schema.index import api_key_map
-from kio.serial import entity_reader, entity_writer
+from kio.serial import entity_reader
 from kio.static.primitive import Records
+from raw_requests import encode_request, recv_exact
 
 from weir.protocol.apis import ADVERTISED, ApiKey
 from weir.protocol.codec import codec_for
@@ -48,34 +48,6 @@ def build(cls: type, **values: Any) -> Any:
 def schema(api_key: int, version: int, kind: str = "request") -> Any:
     name = codec_for(api_key, version).request_type.__module__.rsplit(".", 2)[0]
     return importlib.import_module(f"{name}.v{version}.{kind}")
-
-
-def encode_request(api_key: int, version: int, body: Any, correlation_id: int) -> bytes:
-    """A framed request written by kio, header then body, as a client sends it."""
-    cls = codec_for(api_key, version).request_type
-    header_cls = cls.__header_schema__  # type: ignore[attr-defined]
-    buffer = io.BytesIO()
-    entity_writer(header_cls)(
-        buffer,
-        header_cls(
-            request_api_key=api_key,
-            request_api_version=version,
-            correlation_id=correlation_id,
-            client_id="bad-input-test",
-        ),
-    )
-    entity_writer(cls)(buffer, body)
-    return frame(buffer.getvalue())
-
-
-def recv_exact(sock: socket.socket, size: int) -> bytes:
-    data = bytearray()
-    while len(data) < size:
-        chunk = sock.recv(size - len(data))
-        if not chunk:
-            raise ConnectionError(f"broker closed after {len(data)} of {size} bytes")
-        data += chunk
-    return bytes(data)
 
 
 def read_response(sock: socket.socket, api_key: int, version: int, correlation_id: int) -> Any:

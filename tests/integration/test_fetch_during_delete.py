@@ -5,7 +5,6 @@ error from a closed descriptor nor bytes of a file that took the descriptor's nu
 from __future__ import annotations
 
 import datetime
-import io
 import socket
 import struct
 import time
@@ -15,12 +14,12 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.fetch.v4 import request as fetch_v4
 from kio.schema.fetch.v4 import response as fetch_v4_response
-from kio.serial import entity_reader, entity_writer
+from kio.serial import entity_reader
 from kio.static.primitive import i8, i32, i64
+from raw_requests import encode_request, recv_exact
 
 from weir.protocol.apis import ApiKey
 from weir.protocol.codec import codec_for
-from weir.protocol.framing import frame
 from weir.records import iter_batches, iter_records
 
 TIMEOUT = 30
@@ -39,29 +38,14 @@ def produce(broker: BrokerProcess, topic: str, tag: bytes) -> None:
 
 
 def fetch_request(topic: str, max_bytes: int) -> bytes:
-    codec = codec_for(ApiKey.FETCH, 4)
-    header_cls = codec.request_type.__header_schema__  # type: ignore[attr-defined]
-    buffer = io.BytesIO()
-    entity_writer(header_cls)(buffer, header_cls(
-        request_api_key=ApiKey.FETCH, request_api_version=4, correlation_id=7,
-        client_id="slow-reader"))  # fmt: skip
     wanted = fetch_v4.FetchPartition(
         partition=i32(0), fetch_offset=i64(0), partition_max_bytes=i32(max_bytes)
     )
-    entity_writer(codec.request_type)(buffer, fetch_v4.FetchRequest(
+    body = fetch_v4.FetchRequest(
         replica_id=i32(-1), max_wait=datetime.timedelta(milliseconds=100), min_bytes=i32(1),
         max_bytes=i32(max_bytes), isolation_level=i8(0),
-        topics=(fetch_v4.FetchTopic(topic=topic, partitions=(wanted,)),)))  # fmt: skip
-    return frame(buffer.getvalue())
-
-
-def receive_exactly(sock: socket.socket, size: int) -> bytes:
-    data = bytearray()
-    while len(data) < size:
-        chunk = sock.recv(min(65536, size - len(data)))
-        assert chunk, f"broker closed the connection after {len(data)} of {size} bytes"
-        data += chunk
-    return bytes(data)
+        topics=(fetch_v4.FetchTopic(topic=topic, partitions=(wanted,)),))  # fmt: skip
+    return encode_request(ApiKey.FETCH, 4, body, correlation_id=7, client_id="slow-reader")
 
 
 def test_bytes_in_flight_survive_their_topic_being_deleted_and_replaced(
@@ -75,16 +59,16 @@ def test_bytes_in_flight_survive_their_topic_being_deleted_and_replaced(
     reader.settimeout(TIMEOUT)
     reader.connect(("127.0.0.1", broker.port))
     reader.sendall(fetch_request("doomed", 16 * 1024 * 1024))
-    (size,) = struct.unpack(">i", receive_exactly(reader, 4))
+    (size,) = struct.unpack(">i", recv_exact(reader, 4))
     assert size > 8 * 1024 * 1024  # most of it is still to come: the broker is mid-sendfile
-    first = receive_exactly(reader, 4096)
+    first = recv_exact(reader, 4096)
 
     admin.delete_topics(["doomed"])["doomed"].result(TIMEOUT)
     admin.create_topics([NewTopic("usurper", 1, 1)])["usurper"].result(TIMEOUT)
     produce(broker, "usurper", b"usurper")  # new files, likely on the freed descriptor numbers
     time.sleep(0.2)
 
-    payload = first + receive_exactly(reader, size - len(first))
+    payload = first + recv_exact(reader, size - len(first))
     reader.close()
     response_cls = codec_for(ApiKey.FETCH, 4).response_type
     header, used = entity_reader(response_cls.__header_schema__)(payload, 0)  # type: ignore[attr-defined]

@@ -22,13 +22,7 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
     m = response_module(ApiKey.INIT_PRODUCER_ID, request.api_version)
     body = request.body
     if body.transactional_id is not None:
-        return make(
-            m.InitProducerIdResponse,
-            throttle_time=datetime.timedelta(0),
-            error_code=ErrorCode.transactional_id_authorization_failed,
-            producer_id=-1,
-            producer_epoch=-1,
-        )
+        return _refusal(m, ErrorCode.transactional_id_authorization_failed)
     producer_id = getattr(body, "producer_id", -1)
     epoch = getattr(body, "producer_epoch", -1)
     if producer_id >= 0 and 0 <= epoch < MAX_EPOCH:
@@ -38,17 +32,21 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
             producer_id, epoch = broker.producer_ids.next_id(), 0
         except OSError as exc:  # a new block of ids could not be recorded (a full disk)
             log.warning("no producer id: %s", exc)
-            return make(
-                m.InitProducerIdResponse,
-                throttle_time=datetime.timedelta(0),
-                error_code=ErrorCode.coordinator_not_available,
-                producer_id=-1,
-                producer_epoch=-1,
-            )
+            return _refusal(m, ErrorCode.coordinator_not_available)
     return make(
         m.InitProducerIdResponse,
         throttle_time=datetime.timedelta(0),
         error_code=ErrorCode.none,
         producer_id=producer_id,
         producer_epoch=epoch,
+    )
+
+
+def _refusal(m: Any, error: ErrorCode) -> Any:
+    return make(
+        m.InitProducerIdResponse,
+        throttle_time=datetime.timedelta(0),
+        error_code=error,
+        producer_id=-1,
+        producer_epoch=-1,
     )
