@@ -53,6 +53,9 @@ class BrokerConfig:
     queued_max_request_bytes: int = 256 * 1024 * 1024
     rack: str | None = None
     zookeeper: str | None = None
+    zookeeper_session_timeout_ms: int = 18_000
+    zookeeper_connection_timeout_ms: int = 18_000
+    controller_socket_timeout_ms: int = 30_000
     socket_request_max_bytes: int = 100 * 1024 * 1024
     auto_create_topics_enable: bool = True
     num_partitions: int = 1
@@ -65,6 +68,7 @@ class BrokerConfig:
     group_initial_rebalance_delay_ms: int = 3_000
     group_max_size: int = 2**31 - 1
     offsets_topic_num_partitions: int = 50
+    offsets_topic_replication_factor: int = 3
     offsets_retention_minutes: int = 7 * 24 * 60
     offset_metadata_max_bytes: int = 4096
     log_defaults: LogConfig = field(default_factory=LogConfig)

@@ -7,6 +7,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
+from weir.broker.cluster_node import ClusterNode, LiveBroker
 from weir.broker.config import BrokerConfig
 from weir.broker.group.coordinator import GroupCoordinator
 from weir.broker.replica_manager import ReplicaManager
@@ -43,6 +44,21 @@ class BrokerContext:
     groups: GroupCoordinator
     clock: Clock
     request_log: RequestLog
+    #: this broker's part in a ZooKeeper cluster; None on a single node
+    cluster: ClusterNode | None = None
+
+    def live_brokers(self) -> list[LiveBroker]:
+        """The brokers Metadata lists, by node id: the cluster's live ones, or this one."""
+        if self.cluster is not None:
+            return sorted(self.cluster.live_brokers().values(), key=lambda b: b.node_id)
+        host, port = self.config.advertised
+        return [LiveBroker(self.config.node_id, host, port, self.config.rack)]
+
+    @property
+    def controller_id(self) -> int:
+        if self.cluster is None:
+            return self.config.node_id
+        return self.cluster.cache.controller_id
 
 
 def make(cls: type, **values: Any) -> Any:

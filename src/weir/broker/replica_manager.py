@@ -61,7 +61,14 @@ class Partition:
     log: PartitionLog
     producers: ProducerStateManager
     leader_epoch: int = LEADER_EPOCH
+    #: whether this broker leads the partition (a single node leads all of its partitions)
+    is_leader: bool = True
     waiters: list[asyncio.Future[None]] = field(default_factory=list)
+
+    @property
+    def serving(self) -> bool:
+        """Whether clients may produce to and fetch from it here."""
+        return self.is_leader and self.log.offline_reason is None
 
     def wake_waiters(self) -> None:
         waiters, self.waiters = self.waiters, []
@@ -105,8 +112,12 @@ class ReplicaManager:
         clock: Clock,
         *,
         min_free_bytes: int = 0,
+        leads_all: bool = True,
     ):
+        """`leads_all`: this broker leads every partition it has (a single node); in a
+        cluster a partition is served only once the controller made this broker its leader."""
         self.log_manager = log_manager
+        self._leads_all = leads_all
         self._clock = clock
         self._min_free_bytes = min_free_bytes
         self._last_refusal_log: dict[tuple[str, int], int] = {}
@@ -120,13 +131,54 @@ class ReplicaManager:
         producers = ProducerStateManager()
         start = partition_log.segments[max(0, len(partition_log.segments) - 2)].base_offset
         producers.load(partition_log.batch_headers(start))
-        partition = Partition(topic, index, partition_log, producers)
-        try:
-            partition_log.assign_leader_epoch(partition.leader_epoch)
-        except OSError as exc:  # the first append assigns it, or refuses while the disk is full
-            log.warning("%s-%d: leader epoch not recorded yet: %s", topic, index, exc)
+        partition = Partition(topic, index, partition_log, producers, is_leader=self._leads_all)
+        if self._leads_all:
+            self._record_leader_epoch(partition)
         self.partitions[(topic, index)] = partition
         return partition
+
+    @staticmethod
+    def _record_leader_epoch(partition: Partition) -> None:
+        try:
+            partition.log.assign_leader_epoch(partition.leader_epoch)
+        except OSError as exc:  # the first append assigns it, or refuses while the disk is full
+            log.warning(
+                "%s-%d: leader epoch not recorded yet: %s", partition.topic, partition.index, exc
+            )
+
+    def become_leader(self, topic: str, index: int, leader_epoch: int, config: LogConfig) -> None:
+        """Lead `topic-index` from `leader_epoch` on (its log created if new). StorageError
+        if the log cannot be created."""
+        partition = self._ensure(topic, index, config)
+        partition.leader_epoch = leader_epoch
+        partition.is_leader = True
+        self._record_leader_epoch(partition)
+
+    def become_follower(self, topic: str, index: int, leader_epoch: int, config: LogConfig) -> None:
+        """Stop serving `topic-index` here: another broker leads it from `leader_epoch`."""
+        partition = self._ensure(topic, index, config)
+        partition.leader_epoch = leader_epoch
+        partition.is_leader = False
+        partition.wake_waiters()
+
+    def stop_replica(self, topic: str, index: int, *, delete: bool) -> None:
+        partition = self.partitions.get((topic, index))
+        if partition is None:
+            if delete and (topic, index) in self.log_manager.offline_partitions:
+                self.log_manager.delete(topic, index)
+            return
+        partition.is_leader = False
+        partition.wake_waiters()
+        if delete:
+            del self.partitions[(topic, index)]
+            self.log_manager.delete(topic, index)
+
+    def _ensure(self, topic: str, index: int, config: LogConfig) -> Partition:
+        partition = self.partitions.get((topic, index))
+        if partition is not None:
+            return partition
+        self.log_manager.set_topic_config(topic, config)
+        return self._adopt(topic, index, self.log_manager.get_or_create(topic, index))
 
     def create_partitions(self, topic: str, count: int, config: LogConfig) -> None:
         """Logs for partitions 0..count-1 of `topic`. StorageError if one cannot be created
@@ -167,7 +219,7 @@ class ReplicaManager:
         the free-space floor (the broker's own small internal writes, which the floor exists to
         make room for)."""
         partition = self.partitions.get((topic, index))
-        if partition is None or partition.log.offline_reason is not None:
+        if partition is None or not partition.serving:
             return self._missing_or_offline(topic, index)
         if not records:
             return AppendResult(ErrorCode.corrupt_message, message="no record batch")
@@ -216,6 +268,9 @@ class ReplicaManager:
         if self.is_offline(topic, index):
             message = f"{topic}-{index} is in an offline log directory"
             return AppendResult(ErrorCode.kafka_storage_error, message=message)
+        if (topic, index) in self.partitions:
+            message = f"this broker does not lead {topic}-{index}"
+            return AppendResult(ErrorCode.not_leader_or_follower, message=message)
         return AppendResult(ErrorCode.unknown_topic_or_partition)
 
     def _refuse(self, partition: Partition, why: str) -> AppendResult:
@@ -289,7 +344,7 @@ class ReplicaManager:
         self, request: FetchRequestPartition, budget: int, *, min_one_batch: bool
     ) -> FetchResult:
         partition = self.partitions.get((request.topic, request.partition))
-        if partition is None or partition.log.offline_reason is not None:
+        if partition is None or not partition.serving:
             error = self._missing_or_offline(request.topic, request.partition).error
             return FetchResult(request.topic, request.partition, error)
         limit = min(budget, request.max_bytes)
@@ -340,7 +395,7 @@ class ReplicaManager:
         """(error, offset, timestamp) for ListOffsets: -1 latest, -2 earliest, -3 max timestamp,
         else the first offset whose timestamp is >= `timestamp` (offset -1 if none)."""
         partition = self.partitions.get((topic, index))
-        if partition is None or partition.log.offline_reason is not None:
+        if partition is None or not partition.serving:
             return self._missing_or_offline(topic, index).error, -1, -1
         partition_log = partition.log
         if timestamp == LATEST_TIMESTAMP:
@@ -361,7 +416,7 @@ class ReplicaManager:
         """Move the log start offset to `offset` (-1: the high watermark).
         Returns (error, low watermark)."""
         partition = self.partitions.get((topic, index))
-        if partition is None or partition.log.offline_reason is not None:
+        if partition is None or not partition.serving:
             return self._missing_or_offline(topic, index).error, -1
         partition_log = partition.log
         target = partition_log.high_watermark if offset == -1 else offset

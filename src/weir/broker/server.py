@@ -25,6 +25,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from weir import diskio
+from weir.broker.cluster_node import ClusterNode
 from weir.broker.config import BrokerConfig
 from weir.broker.connections import SMALL_FRAME_BYTES, ConnectionLimiter, RequestMemoryPool
 from weir.broker.context import BrokerContext, ProducerIdAllocator
@@ -37,9 +38,9 @@ from weir.broker.topics import TopicManager
 from weir.broker.tuning import apply_allocator_settings
 from weir.broker.wire import ChunkedResponse
 from weir.clock import Clock, SystemClock, ThreadScheduler
-from weir.cluster.metadata import EmbeddedMetadataStore
+from weir.cluster.metadata import EmbeddedMetadataStore, MetadataStore
 from weir.protocol import legacy_produce
-from weir.protocol.apis import ApiKey, decodable
+from weir.protocol.apis import ApiKey, cluster_advertised, decodable
 from weir.protocol.codec import decode_request, encode_response
 from weir.protocol.errors import FrameTooLargeError, RemoteProtocolError, UnsupportedVersionError
 from weir.protocol.framing import NEED_DATA, Frame, FrameDecoder, NeedData
@@ -61,7 +62,11 @@ class Broker:
     def __init__(self, config: BrokerConfig, clock: Clock | None = None) -> None:
         self.config = config
         self.clock: Clock = clock or SystemClock()
-        self._decodable = decodable()
+        self.cluster = ClusterNode(config) if config.zookeeper else None
+        if self.cluster is not None:
+            self.cluster.start()
+        table = cluster_advertised() if self.cluster else None
+        self._decodable = {k: v for k, v in decodable(table).items() if k in HANDLERS}
         self._listener: socket.socket | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self._scheduler = ThreadScheduler(self.clock, name="weir-storage")
@@ -76,7 +81,11 @@ class Broker:
 
     def _open_storage(self) -> BrokerContext:
         config = self.config
-        metadata = EmbeddedMetadataStore(config.all_log_dirs[0])
+        metadata: MetadataStore = (
+            self.cluster.store
+            if self.cluster is not None
+            else EmbeddedMetadataStore(config.all_log_dirs[0])
+        )
         defaults = config.log_defaults
         topic_configs = {
             name: LogConfig.from_properties(info.configs, defaults)
@@ -99,8 +108,9 @@ class Broker:
             logs,
             self.clock,
             min_free_bytes=config.log_dir_min_free_bytes,
+            leads_all=self.cluster is None,
         )
-        topics = TopicManager(config, metadata, replicas)
+        topics = TopicManager(config, metadata, replicas, cluster=self.cluster)
         groups = GroupCoordinator(
             GroupConfig(
                 min_session_timeout_ms=config.group_min_session_timeout_ms,
@@ -112,7 +122,13 @@ class Broker:
                 max_size=config.group_max_size,
             ),
             self.clock,
-            GroupStore(replicas, topics, config.offsets_topic_num_partitions, self.clock),
+            GroupStore(
+                replicas,
+                topics,
+                config.offsets_topic_num_partitions,
+                self.clock,
+                replication=config.offsets_topic_replication_factor if self.cluster else 1,
+            ),
         )
         return BrokerContext(
             config,
@@ -123,6 +139,7 @@ class Broker:
             groups,
             self.clock,
             self._request_log,
+            self.cluster,
         )
 
     # ---- lifecycle ----------------------------------------------------------------------------
@@ -214,8 +231,16 @@ class Broker:
         for task in list(self._connections):
             task.cancel()
         await asyncio.gather(*self._connections, return_exceptions=True)
+        if self.cluster is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self.cluster.close)
         self.context.replicas.log_manager.close()
         self._scheduler.shutdown()
+
+    def join_cluster(self) -> None:
+        """In cluster mode, register in ZooKeeper under the advertised address (blocking)."""
+        if self.cluster is not None:
+            self.cluster.register(*self.config.advertised)
+            self.cluster.attach(asyncio.get_running_loop(), self.context.topics.apply_stored_config)
 
     # ---- connections --------------------------------------------------------------------------
 
@@ -361,6 +386,7 @@ def run(config: BrokerConfig, *, ready_file: Path | None = None) -> int:
     async def main() -> None:
         broker = Broker(config)
         host, port = broker.listen()
+        broker.join_cluster()
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):

@@ -13,11 +13,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
+from kazoo.exceptions import KazooException
 from kio.schema.errors import ErrorCode
 
+from weir.broker.cluster_node import ClusterNode
 from weir.broker.config import BrokerConfig
 from weir.broker.replica_manager import ReplicaManager
 from weir.cluster.metadata import MetadataError, MetadataStore, TopicInfo, validate_topic_name
+from weir.cluster.placement import PlacementError
+from weir.cluster.zookeeper import ZooKeeperUnavailableError
 from weir.storage import LogConfig, StorageError
 
 log = logging.getLogger(__name__)
@@ -35,10 +39,22 @@ class TopicError(Exception):
 
 
 class TopicManager:
-    def __init__(self, config: BrokerConfig, metadata: MetadataStore, replicas: ReplicaManager):
+    def __init__(
+        self,
+        config: BrokerConfig,
+        metadata: MetadataStore,
+        replicas: ReplicaManager,
+        *,
+        cluster: ClusterNode | None = None,
+    ):
+        """`cluster`: in a cluster, changes are ZooKeeper writes the controller carries out, and
+        partition logs come and go when the controller says (LeaderAndIsr, StopReplica)."""
         self.config = config
         self.metadata = metadata
         self.replicas = replicas
+        self.cluster = cluster
+        if cluster is not None:
+            return
         for info in metadata.topics().values():
             try:
                 replicas.create_partitions(info.name, info.partitions, self.log_config(info))
@@ -56,30 +72,41 @@ class TopicManager:
 
     def validate_create(
         self, name: str, partitions: int, replication: int, configs: dict[str, str]
-    ) -> int:
-        """Check a CreateTopics entry; return the partition count it resolves to."""
+    ) -> tuple[int, int]:
+        """Check a CreateTopics entry; return the partition count and replication factor it
+        resolves to."""
         partitions = self.config.num_partitions if partitions == -1 else partitions
         replication = self.config.default_replication_factor if replication == -1 else replication
         if self.metadata.topic(name) is not None:
             raise TopicError(ErrorCode.topic_already_exists, f"topic {name!r} already exists")
         if partitions < 1:
             raise TopicError(ErrorCode.invalid_partitions, "partitions must be at least 1")
-        if replication != 1:
+        brokers = len(self._live_brokers())
+        if replication < 1:
+            raise TopicError(
+                ErrorCode.invalid_replication_factor, "Replication factor must be larger than 0."
+            )
+        if replication > brokers:
             raise TopicError(
                 ErrorCode.invalid_replication_factor,
-                f"replication factor {replication} is larger than the 1 broker",
+                f"Replication factor: {replication} larger than available brokers: {brokers}.",
             )
         self.check_configs(configs)
         try:
             validate_topic_name(name)
         except MetadataError as exc:
             raise TopicError(ErrorCode(exc.error_code), str(exc)) from None
-        return partitions
+        return partitions, replication
+
+    def _live_brokers(self) -> set[int]:
+        if self.cluster is None:
+            return {self.config.node_id}
+        return set(self.cluster.live_brokers())
 
     def check_assignment(self, replicas: list[list[int]]) -> None:
         """Every partition's replica list: the same non-zero length, no broker twice, only
         live brokers (on a single node: this one)."""
-        live = {self.config.node_id}
+        live = self._live_brokers()
         sizes = {len(r) for r in replicas}
         if not replicas or 0 in sizes or len(sizes) != 1:
             raise TopicError(
@@ -112,7 +139,23 @@ class TopicManager:
             )
         self.check_assignment(replicas)
 
-    def create(self, name: str, partitions: int, configs: dict[str, str]) -> TopicInfo:
+    def create(
+        self,
+        name: str,
+        partitions: int,
+        configs: dict[str, str],
+        *,
+        replication: int = 1,
+        replicas: list[list[int]] | None = None,
+    ) -> TopicInfo:
+        """Create a topic; in a cluster its replicas are `replicas` or placed by the topic's
+        `replica.placement.strategy`."""
+        if self.cluster is not None:
+            if replicas is None:
+                strategy = self.check_configs(configs).replica_placement_strategy
+                replicas = self._place(name, partitions, replication, strategy)
+            placed = replicas
+            return _stored(lambda: self.metadata.create_topic(name, partitions, configs, placed))
         info = _stored(lambda: self.metadata.create_topic(name, partitions, configs))
         try:
             self.replicas.create_partitions(name, info.partitions, self.log_config(info))
@@ -129,9 +172,30 @@ class TopicManager:
         existing = self.metadata.topic(name)
         if existing is not None:
             return existing
-        return self.create(name, self.config.num_partitions, {})
+        replication = self.config.default_replication_factor
+        if self.cluster is not None:
+            brokers = len(self._live_brokers())
+            if replication > brokers:
+                raise TopicError(
+                    ErrorCode.invalid_replication_factor,
+                    f"Replication factor: {replication} larger than available brokers: {brokers}.",
+                )
+        return self.create(name, self.config.num_partitions, {}, replication=replication)
+
+    def _place(
+        self, name: str, partitions: int, replication: int, strategy: str, start: int = 0
+    ) -> list[list[int]]:
+        assert self.cluster is not None
+        try:
+            return self.cluster.place(
+                name, partitions, replication, strategy, start_partition=start
+            )
+        except PlacementError as exc:
+            raise TopicError(ErrorCode.invalid_replication_factor, str(exc)) from None
 
     def delete(self, name: str) -> TopicInfo:
+        if self.cluster is not None:
+            return _stored(lambda: self.metadata.delete_topic(name))
         try:
             info = _stored(lambda: self.metadata.delete_topic(name))
         except TopicError as exc:
@@ -143,7 +207,13 @@ class TopicManager:
         self.replicas.delete_topic(name)
         return info
 
-    def grow(self, name: str, total: int, validate_only: bool) -> TopicInfo:
+    def grow(
+        self,
+        name: str,
+        total: int,
+        validate_only: bool,
+        replicas: list[list[int]] | None = None,
+    ) -> TopicInfo:
         info = self.metadata.topic(name)
         if info is None:
             raise TopicError(ErrorCode.unknown_topic_or_partition, f"no topic {name!r}")
@@ -154,6 +224,13 @@ class TopicManager:
             )
         if validate_only:
             return info
+        if self.cluster is not None:
+            strategy = self.log_config(info).replica_placement_strategy
+            replication = len(info.replicas[0]) if info.replicas else 1
+            placed = replicas or self._place(
+                name, total - info.partitions, replication, strategy, info.partitions
+            )
+            return _stored(lambda: self.metadata.add_partitions(name, total, placed))
         info = _stored(lambda: self.metadata.add_partitions(name, total))
         try:
             self.replicas.create_partitions(name, info.partitions, self.log_config(info))
@@ -171,6 +248,17 @@ class TopicManager:
         _stored(lambda: self.metadata.set_topic_configs(name, configs))
         self.replicas.log_manager.set_topic_config(name, log_config)
 
+    def apply_stored_config(self, name: str) -> None:
+        """Take up a topic's config as the metadata store now has it (a change another broker
+        made, in a cluster)."""
+        info = self.metadata.topic(name)
+        if info is None or not any(key[0] == name for key in self.replicas.partitions):
+            return
+        try:
+            self.replicas.log_manager.set_topic_config(name, self.log_config(info))
+        except ValueError as exc:
+            log.warning("topic %s: config not applied: %s", name, exc)
+
 
 def _stored(change: Callable[[], T]) -> T:
     """Apply a metadata change; its failure as a TopicError with Kafka's error code."""
@@ -178,5 +266,11 @@ def _stored(change: Callable[[], T]) -> T:
         return change()
     except MetadataError as exc:
         raise TopicError(ErrorCode(exc.error_code), str(exc)) from None
+    except ZooKeeperUnavailableError as exc:
+        raise TopicError(ErrorCode.request_timed_out, str(exc)) from None
+    except KazooException as exc:
+        raise TopicError(
+            ErrorCode.request_timed_out, f"ZooKeeper refused the change: {exc!r}"
+        ) from None
     except OSError as exc:
         raise TopicError(ErrorCode.kafka_storage_error, f"metadata not written: {exc}") from None

@@ -1,4 +1,5 @@
-"""`weir broker start`: run a broker in the foreground (single node, embedded metadata)."""
+"""`weir broker start`: run a broker in the foreground: a single node with embedded metadata, or
+a member of a ZooKeeper cluster (`--zookeeper`)."""
 
 from __future__ import annotations
 
@@ -36,8 +37,6 @@ def run_start(args: argparse.Namespace) -> int:
     if args.advertise:
         overrides["advertised_host"], overrides["advertised_port"] = parse_host_port(args.advertise)
     config = BrokerConfig.load(args.config, **overrides)
-    if config.zookeeper:
-        raise SystemExit("weir: cluster mode (--zookeeper) is not available yet")
     from weir.broker.server import run
 
     return run(config, ready_file=args.ready_file)

@@ -10,7 +10,18 @@ from collections.abc import Sequence
 from confluent_kafka import KafkaException
 
 from weir import __version__
-from weir.cli import agent, broker, clients, consumer, demo, groups, logtool, pipeline
+from weir.cli import (
+    agent,
+    broker,
+    clients,
+    cluster,
+    consumer,
+    demo,
+    groups,
+    logtool,
+    pipeline,
+    zookeeper,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -26,6 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
     logtool.register(commands)
     agent.register(commands)
     pipeline.register(commands)
+    zookeeper.register(commands)
+    cluster.register(commands)
     return parser
 
 

@@ -1,5 +1,6 @@
-"""Cluster metadata: topics (id, partition count, config overrides), the cluster id, and producer
-id allocation. One interface, `MetadataStore`; this module holds the embedded single-node engine.
+"""Cluster metadata: topics (id, partition count, config overrides, replicas), the cluster id, and
+producer id allocation. One interface, `MetadataStore`, with two engines: this module holds the
+embedded single-node engine; `weir.cluster.zookeeper` the cluster's (Apache ZooKeeper).
 
 `EmbeddedMetadataStore` keeps everything in one JSON document, `<data dir>/weir-metadata.json`,
 rewritten atomically on every change (changes are rare: topic admin, producer id blocks). A change
@@ -15,6 +16,7 @@ import json
 import re
 import threading
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -54,6 +56,9 @@ class TopicInfo:
     topic_id: uuid.UUID
     partitions: int
     configs: dict[str, str] = field(default_factory=dict)
+    #: each partition's replica list (cluster mode); empty on a single node, where this broker
+    #: is every partition's only replica
+    replicas: tuple[tuple[int, ...], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {"id": str(self.topic_id), "partitions": self.partitions, "configs": self.configs}
@@ -87,13 +92,21 @@ class MetadataStore(Protocol):
 
     def topic(self, name: str) -> TopicInfo | None: ...
 
-    def create_topic(self, name: str, partitions: int, configs: dict[str, str]) -> TopicInfo: ...
+    def create_topic(
+        self,
+        name: str,
+        partitions: int,
+        configs: dict[str, str],
+        replicas: Sequence[Sequence[int]] | None = None,
+    ) -> TopicInfo: ...
 
     def delete_topic(self, name: str) -> TopicInfo: ...
 
     def set_topic_configs(self, name: str, configs: dict[str, str]) -> TopicInfo: ...
 
-    def add_partitions(self, name: str, total: int) -> TopicInfo: ...
+    def add_partitions(
+        self, name: str, total: int, replicas: Sequence[Sequence[int]] | None = None
+    ) -> TopicInfo: ...
 
     def allocate_producer_ids(self) -> range: ...
 
@@ -107,7 +120,7 @@ class EmbeddedMetadataStore:
         if exists:
             document = json.loads(self.path.read_text(encoding="utf-8"))
         else:
-            document = {"cluster_id": _new_cluster_id(), "topics": {}, "next_producer_id": 0}
+            document = {"cluster_id": new_cluster_id(), "topics": {}, "next_producer_id": 0}
         self._cluster_id: str = document["cluster_id"]
         self._topics = {n: TopicInfo.from_json(n, t) for n, t in document["topics"].items()}
         self._next_producer_id: int = int(document["next_producer_id"])
@@ -126,7 +139,13 @@ class EmbeddedMetadataStore:
         with self._lock:
             return self._topics.get(name)
 
-    def create_topic(self, name: str, partitions: int, configs: dict[str, str]) -> TopicInfo:
+    def create_topic(
+        self,
+        name: str,
+        partitions: int,
+        configs: dict[str, str],
+        replicas: Sequence[Sequence[int]] | None = None,
+    ) -> TopicInfo:
         validate_topic_name(name)
         if partitions < 1:
             raise InvalidPartitionsError(f"partition count {partitions} must be at least 1")
@@ -150,7 +169,9 @@ class EmbeddedMetadataStore:
     def set_topic_configs(self, name: str, configs: dict[str, str]) -> TopicInfo:
         return self._update(name, lambda info: replace(info, configs=dict(configs)))
 
-    def add_partitions(self, name: str, total: int) -> TopicInfo:
+    def add_partitions(
+        self, name: str, total: int, replicas: Sequence[Sequence[int]] | None = None
+    ) -> TopicInfo:
         def grow(info: TopicInfo) -> TopicInfo:
             if total <= info.partitions:
                 raise InvalidPartitionsError(
@@ -191,7 +212,7 @@ class EmbeddedMetadataStore:
         write_atomically(self.path, [json.dumps(document, indent=1)], diskio.METADATA)
 
 
-def _new_cluster_id() -> str:
+def new_cluster_id() -> str:
     """A Kafka-style cluster id: 16 random bytes, URL-safe base64 without padding."""
     import base64
 

@@ -3,7 +3,8 @@
 This table is the contract with clients: ApiVersions returns exactly it, the decoder refuses
 anything outside it, and the broker has one handler per key in it (a test checks both ways).
 Produce is advertised from 0 because librdkafka looks for that; versions below 3 are refused
-with UNSUPPORTED_VERSION, as Kafka 4 does.
+with UNSUPPORTED_VERSION, as Kafka 4 does. In cluster mode the broker also serves Kafka's
+ZooKeeper-era inter-broker APIs (`INTER_BROKER_VERSIONS`, merged by `cluster_advertised`).
 """
 
 from __future__ import annotations
@@ -73,6 +74,36 @@ ADVERTISED: Final = MappingProxyType(
 
 #: Versions that are advertised but refused with UNSUPPORTED_VERSION.
 REFUSED_BELOW: Final = MappingProxyType({ApiKey.PRODUCE: 3})
+
+
+class InterBrokerApiKey(enum.IntEnum):
+    """Kafka's ZooKeeper-era controller APIs. Kafka 4 and kio 0.6.5 dropped them (so they are
+    not `ApiKey`s); their classes come from `weir.protocol.kio_legacy`."""
+
+    LEADER_AND_ISR = 4
+    STOP_REPLICA = 5
+    UPDATE_METADATA = 6
+    CONTROLLED_SHUTDOWN = 7
+
+
+#: Served in cluster mode only: the broker merges these into ADVERTISED there. The ranges are
+#: Kafka 3.x's, except ControlledShutdown v0, whose header has no client id (Kafka 3.x sends v3).
+INTER_BROKER_VERSIONS: Final = MappingProxyType(
+    {
+        InterBrokerApiKey.LEADER_AND_ISR: (0, 7),
+        InterBrokerApiKey.STOP_REPLICA: (0, 4),
+        InterBrokerApiKey.UPDATE_METADATA: (0, 8),
+        InterBrokerApiKey.CONTROLLED_SHUTDOWN: (1, 3),
+    }
+)
+
+
+def cluster_advertised() -> dict[int, tuple[int, int]]:
+    """The table of a broker in a ZooKeeper cluster: ADVERTISED plus INTER_BROKER_VERSIONS
+    (keyed by plain ints, as `decodable` takes them)."""
+    merged = {int(k): v for k, v in ADVERTISED.items()}
+    merged.update({int(k): v for k, v in INTER_BROKER_VERSIONS.items()})
+    return merged
 
 
 def decodable(advertised: dict[int, tuple[int, int]] | None = None) -> dict[int, tuple[int, int]]:

@@ -1,7 +1,8 @@
 """Per-log configuration: Kafka's topic-config table, declared once, and the LogConfig it yields.
 
 `TOPIC_CONFIGS` lists every topic config Kafka 3.x knows (name, type, default, valid values, the
-broker setting it falls back to, a line of documentation) plus weir's own `high.watermark.policy`.
+broker setting it falls back to, a line of documentation) plus weir's own `high.watermark.policy`
+and `replica.placement.strategy`.
 Everything else derives from it: parsing and validation (`LogConfig.from_properties` takes the
 strings a client sends in CreateTopics/AlterConfigs and raises `ValueError` with Kafka's wording),
 the LogConfig fields' defaults, the broker's `log.*` fallbacks and DescribeConfigs' types and
@@ -26,6 +27,8 @@ TIMESTAMP_CREATE_TIME = "CreateTime"
 TIMESTAMP_LOG_APPEND_TIME = "LogAppendTime"
 HW_LOG_END = "log-end"
 HW_FLUSHED = "flushed"
+PLACEMENT_KAFKA = "kafka"
+PLACEMENT_CONSISTENT_HASH = "consistent-hash"
 COMPRESSION_PRODUCER = "producer"
 COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", COMPRESSION_PRODUCER)
 
@@ -293,6 +296,10 @@ TOPIC_CONFIGS: tuple[TopicConfigDef, ...] = (
     TopicConfigDef("high.watermark.policy", T.STRING, HW_LOG_END,
         "weir's own: log-end exposes records once appended; flushed once fsynced.",
         "log.high.watermark.policy", one_of(HW_LOG_END, HW_FLUSHED)),
+    TopicConfigDef("replica.placement.strategy", T.STRING, PLACEMENT_KAFKA,
+        "weir's own: how a cluster places the topic's replicas: kafka (rack-aware round robin) "
+        "or consistent-hash (a ring of virtual nodes; adding a broker moves few replicas).",
+        "replica.placement.strategy", one_of(PLACEMENT_KAFKA, PLACEMENT_CONSISTENT_HASH)),
 )  # fmt: skip
 del T
 
@@ -351,6 +358,7 @@ class LogConfig:
     segment_ms: int = _default("segment.ms")
     unclean_leader_election_enable: bool = _default("unclean.leader.election.enable")
     high_watermark_policy: str = _default("high.watermark.policy")
+    replica_placement_strategy: str = _default("replica.placement.strategy")
 
     @property
     def compact(self) -> bool:

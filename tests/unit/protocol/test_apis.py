@@ -5,11 +5,28 @@ from __future__ import annotations
 from kio.schema.index import api_key_map
 
 from weir.broker.handlers import HANDLERS
-from weir.protocol.apis import ADVERTISED, REFUSED_BELOW, ApiKey, decodable
+from weir.protocol.apis import (
+    ADVERTISED,
+    INTER_BROKER_VERSIONS,
+    REFUSED_BELOW,
+    ApiKey,
+    InterBrokerApiKey,
+    cluster_advertised,
+    decodable,
+)
 
 
 def test_every_advertised_api_has_a_handler_and_every_handler_is_advertised() -> None:
-    assert set(ADVERTISED) == set(HANDLERS)
+    assert set(ADVERTISED) == set(HANDLERS) - set(INTER_BROKER_VERSIONS)
+
+
+def test_a_cluster_broker_handles_the_controllers_requests_except_controlled_shutdown() -> None:
+    served = set(cluster_advertised()) & set(HANDLERS)
+    assert served == set(ADVERTISED) | {
+        InterBrokerApiKey.LEADER_AND_ISR,
+        InterBrokerApiKey.STOP_REPLICA,
+        InterBrokerApiKey.UPDATE_METADATA,
+    }
 
 
 def test_api_key_names_are_kafkas() -> None:

@@ -56,6 +56,7 @@ KAFKA_DOCUMENTED = {
 def test_every_kafka_topic_config_is_in_the_table_with_its_documented_default() -> None:
     ours = {d.name: (d.type, d.default, d.broker_name) for d in TOPIC_CONFIGS}
     assert ours.pop("high.watermark.policy") == (S, "log-end", "log.high.watermark.policy")
+    assert ours.pop("replica.placement.strategy") == (S, "kafka", "replica.placement.strategy")
     assert ours == KAFKA_DOCUMENTED
 
 

@@ -55,11 +55,20 @@ class LoadedState:
 
 class GroupStore:
     def __init__(
-        self, replicas: ReplicaManager, topics: TopicManager, partitions: int, clock: Clock
+        self,
+        replicas: ReplicaManager,
+        topics: TopicManager,
+        partitions: int,
+        clock: Clock,
+        *,
+        replication: int = 1,
     ) -> None:
+        """`replication`: the offsets topic's replication factor when it is created (in a
+        cluster: `offsets.topic.replication.factor`)."""
         self._replicas = replicas
         self._topics = topics
         self._clock = clock
+        self._replication = replication
         info = topics.metadata.topic(OFFSETS_TOPIC)
         self.partitions = info.partitions if info is not None else partitions
         self._created = info is not None
@@ -70,7 +79,12 @@ class GroupStore:
             return
         if self._topics.metadata.topic(OFFSETS_TOPIC) is None:
             try:
-                self._topics.create(OFFSETS_TOPIC, self.partitions, dict(OFFSETS_TOPIC_CONFIG))
+                self._topics.create(
+                    OFFSETS_TOPIC,
+                    self.partitions,
+                    dict(OFFSETS_TOPIC_CONFIG),
+                    replication=self._replication,
+                )
             except TopicError as exc:
                 raise RuntimeError(f"cannot create {OFFSETS_TOPIC}: {exc}") from exc
         self._created = True
@@ -93,7 +107,7 @@ class GroupStore:
         )
         if result.error is ErrorCode.message_too_large:
             return ErrorCode.unknown_server_error  # what Kafka answers for an oversized group
-        if result.error is ErrorCode.kafka_storage_error:
+        if result.error in (ErrorCode.kafka_storage_error, ErrorCode.not_leader_or_follower):
             return ErrorCode.not_coordinator  # as Kafka: the client finds the coordinator again
         return result.error
 

@@ -25,6 +25,7 @@ from weir.broker.handlers import (
     incremental_alter_configs,
     init_producer_id,
     join_group,
+    leader_and_isr,
     leave_group,
     list_groups,
     list_offsets,
@@ -33,9 +34,11 @@ from weir.broker.handlers import (
     offset_delete,
     offset_fetch,
     produce,
+    stop_replica,
     sync_group,
+    update_metadata,
 )
-from weir.protocol.apis import ApiKey
+from weir.protocol.apis import ApiKey, InterBrokerApiKey
 from weir.protocol.codec import Request
 
 Handler = Callable[[BrokerContext, Request], Awaitable[Any]]
@@ -66,4 +69,7 @@ HANDLERS: MappingProxyType[int, Handler] = MappingProxyType({
     ApiKey.CREATE_PARTITIONS: create_partitions.handle,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: incremental_alter_configs.handle,
     ApiKey.DESCRIBE_CLUSTER: describe_cluster.handle,
+    InterBrokerApiKey.LEADER_AND_ISR: leader_and_isr.handle,
+    InterBrokerApiKey.STOP_REPLICA: stop_replica.handle,
+    InterBrokerApiKey.UPDATE_METADATA: update_metadata.handle,
 })  # fmt: skip

@@ -18,14 +18,16 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
     m = response_module(ApiKey.CREATE_PARTITIONS, request.api_version)
     body = request.body
     results = []
+    grown = []
     for topic in body.topics:
         error, message = ErrorCode.none, None
         try:
+            assignments = None
             if topic.assignments is not None:
-                broker.topics.check_new_partitions(
-                    topic.name, topic.count, [list(a.broker_ids) for a in topic.assignments]
-                )
-            broker.topics.grow(topic.name, topic.count, body.validate_only)
+                assignments = [list(a.broker_ids) for a in topic.assignments]
+                broker.topics.check_new_partitions(topic.name, topic.count, assignments)
+            broker.topics.grow(topic.name, topic.count, body.validate_only, assignments)
+            grown.append((topic.name, topic.count))
         except TopicError as exc:
             error, message = exc.error, exc.message
         results.append(
@@ -35,6 +37,12 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
                 error_code=error,
                 error_message=message,
             )
+        )
+    cluster = broker.cluster
+    if cluster is not None and grown and not body.validate_only:
+        await cluster.cache.wait_until(
+            lambda: all(cluster.cache.has_leaders(name, count) for name, count in grown),
+            body.timeout.total_seconds(),
         )
     return make(
         m.CreatePartitionsResponse, throttle_time=datetime.timedelta(0), results=tuple(results)

@@ -18,23 +18,41 @@ from weir.protocol.codec import Request, response_module
 async def handle(broker: BrokerContext, request: Request) -> Any:
     m = response_module(ApiKey.CREATE_TOPICS, request.api_version)
     body = request.body
-    results = [_create(m, broker, topic, body.validate_only) for topic in body.topics]
+    created: dict[str, int] = {}
+    results = [_create(m, broker, topic, body.validate_only, created) for topic in body.topics]
+    cluster = broker.cluster
+    if cluster is not None and created:
+        done = await cluster.cache.wait_until(
+            lambda: all(cluster.cache.has_leaders(n, count) for n, count in created.items()),
+            body.timeout.total_seconds(),
+        )
+        if not done:
+            late = {n for n, count in created.items() if not cluster.cache.has_leaders(n, count)}
+            results = [_timed_out(m, r) if r.name in late else r for r in results]
     return make(m.CreateTopicsResponse, throttle_time=datetime.timedelta(0), topics=tuple(results))
 
 
-def _create(m: Any, broker: BrokerContext, topic: Any, validate_only: bool) -> Any:
+def _create(
+    m: Any, broker: BrokerContext, topic: Any, validate_only: bool, created: dict[str, int]
+) -> Any:
+    """One topic's result; a topic created is added to `created` with its partition count."""
     configs = {c.name: c.value for c in topic.configs if c.value is not None}
     try:
         num_partitions, replication = topic.num_partitions, topic.replication_factor
+        replicas = None
         if topic.assignments:
-            num_partitions, replication = _from_assignments(broker, topic)
-        partitions = broker.topics.validate_create(
+            replicas = _from_assignments(broker, topic)
+            num_partitions, replication = len(replicas), len(replicas[0])
+        partitions, replication = broker.topics.validate_create(
             topic.name, num_partitions, replication, configs
         )
         topic_id = uuid.UUID(int=0)
         if not validate_only:
-            info = broker.topics.create(topic.name, partitions, configs)
+            info = broker.topics.create(
+                topic.name, partitions, configs, replication=replication, replicas=replicas
+            )
             topic_id = info.topic_id
+            created[topic.name] = partitions
     except TopicError as exc:
         return make(
             m.CreatableTopicResult,
@@ -68,13 +86,29 @@ def _create(m: Any, broker: BrokerContext, topic: Any, validate_only: bool) -> A
         error_message=None,
         topic_config_error_code=0,
         num_partitions=partitions,
-        replication_factor=1,
+        replication_factor=replication,
         configs=entries,
     )
 
 
-def _from_assignments(broker: BrokerContext, topic: Any) -> tuple[int, int]:
-    """(partitions, replication factor) of an explicit assignment, checked as Kafka does."""
+def _timed_out(m: Any, result: Any) -> Any:
+    """A created topic whose partitions have no leaders on this broker yet: REQUEST_TIMED_OUT,
+    as Kafka answers when the controller did not finish within the request's timeout."""
+    return make(
+        m.CreatableTopicResult,
+        name=result.name,
+        topic_id=result.topic_id,
+        error_code=ErrorCode.request_timed_out,
+        error_message="the topic was created; its partitions have no leader yet",
+        topic_config_error_code=0,
+        num_partitions=getattr(result, "num_partitions", -1),
+        replication_factor=getattr(result, "replication_factor", -1),
+        configs=None,
+    )
+
+
+def _from_assignments(broker: BrokerContext, topic: Any) -> list[list[int]]:
+    """The replica lists of an explicit assignment, checked as Kafka does."""
     if topic.num_partitions != -1 or topic.replication_factor != -1:
         raise TopicError(
             ErrorCode.invalid_request,
@@ -89,4 +123,4 @@ def _from_assignments(broker: BrokerContext, topic: Any) -> tuple[int, int]:
         )
     replicas = [by_index[i] for i in range(len(by_index))]
     broker.topics.check_assignment(replicas)
-    return len(replicas), len(replicas[0])
+    return replicas

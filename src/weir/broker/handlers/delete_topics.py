@@ -23,6 +23,13 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
     else:
         names = [(t.name, t.topic_id) for t in body.topics]
     results = [_delete(m, broker, name, topic_id) for name, topic_id in names]
+    cluster = broker.cluster
+    if cluster is not None:
+        deleted = [r.name for r in results if r.error_code == ErrorCode.none]
+        await cluster.cache.wait_until(
+            lambda: not any(name in cluster.cache.topics for name in deleted),
+            body.timeout.total_seconds(),
+        )
     return make(
         m.DeleteTopicsResponse, throttle_time=datetime.timedelta(0), responses=tuple(results)
     )

@@ -16,13 +16,9 @@ NO_OPERATIONS = -(2**31)
 
 async def handle(broker: BrokerContext, request: Request) -> Any:
     m = response_module(ApiKey.DESCRIBE_CLUSTER, request.api_version)
-    host, port = broker.config.advertised
-    node = make(
-        m.DescribeClusterBroker,
-        broker_id=broker.config.node_id,
-        host=host,
-        port=port,
-        rack=broker.config.rack,
+    nodes = tuple(
+        make(m.DescribeClusterBroker, broker_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
+        for b in broker.live_brokers()
     )
     return make(
         m.DescribeClusterResponse,
@@ -31,7 +27,7 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
         error_message=None,
         endpoint_type=1,
         cluster_id=broker.metadata.cluster_id,
-        controller_id=broker.config.node_id,
-        brokers=(node,),
+        controller_id=broker.controller_id,
+        brokers=nodes,
         cluster_authorized_operations=NO_OPERATIONS,
     )

@@ -147,4 +147,3 @@ def _config(m: Any, entry: ConfigEntry, synonyms: bool, docs: bool) -> Any:
         is_default=entry.source == SOURCE_DEFAULT, is_sensitive=False, synonyms=listed,
         config_type=int(entry.type), documentation=entry.doc if docs else None,
     )  # fmt: skip
-

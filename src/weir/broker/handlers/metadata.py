@@ -10,6 +10,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from weir.broker.cluster_node import ClusterNode
 from weir.broker.context import BrokerContext, make
 from weir.broker.topics import TopicError
 from weir.cluster.metadata import TopicInfo
@@ -25,27 +26,27 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
     requested = _requested_names(body, request.api_version)
     allow_create = getattr(body, "allow_auto_topic_creation", True)
     topics = []
-    if requested is None:
+    cluster = broker.cluster
+    if cluster is not None:
+        names = sorted(cluster.cache.topics) if requested is None else requested
+        topics = [_cluster_topic(m, broker, cluster, name, allow_create) for name in names]
+    elif requested is None:
         topics = [
             _topic(m, broker, info)
             for info in sorted(broker.metadata.topics().values(), key=lambda t: t.name)
         ]
     else:
         topics = [_requested_topic(m, broker, name, allow_create) for name in requested]
-    host, port = broker.config.advertised
-    node = make(
-        m.MetadataResponseBroker,
-        node_id=broker.config.node_id,
-        host=host,
-        port=port,
-        rack=broker.config.rack,
+    nodes = tuple(
+        make(m.MetadataResponseBroker, node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
+        for b in broker.live_brokers()
     )
     return make(
         m.MetadataResponse,
         throttle_time=datetime.timedelta(0),
-        brokers=(node,),
+        brokers=nodes,
         cluster_id=broker.metadata.cluster_id,
-        controller_id=broker.config.node_id,
+        controller_id=broker.controller_id,
         topics=tuple(topics),
         cluster_authorized_operations=NO_OPERATIONS,
     )
@@ -68,6 +69,42 @@ def _requested_topic(m: Any, broker: BrokerContext, name: str, allow_create: boo
     if info is None:
         return _missing(m, name, ErrorCode.unknown_topic_or_partition)
     return _topic(m, broker, info)
+
+
+def _cluster_topic(
+    m: Any, broker: BrokerContext, cluster: ClusterNode, name: str, allow_create: bool
+) -> Any:
+    """A topic as the controller last described it to this broker. One that exists in
+    ZooKeeper but has not reached this broker yet (or is created now) has no leader yet."""
+    partitions = cluster.cache.topics.get(name)
+    if partitions is None:
+        if broker.metadata.topic(name) is not None:
+            return _missing(m, name, ErrorCode.leader_not_available)
+        if not allow_create:
+            return _missing(m, name, ErrorCode.unknown_topic_or_partition)
+        try:
+            created = broker.topics.auto_create(name)
+        except TopicError as exc:
+            return _missing(m, name, exc.error)
+        error = ErrorCode.unknown_topic_or_partition if created is None else None
+        return _missing(m, name, error or ErrorCode.leader_not_available)
+    entries = []
+    for index, p in sorted(partitions.items()):
+        error = ErrorCode.leader_not_available if p.leader < 0 else ErrorCode.none
+        entries.append(make(
+            m.MetadataResponsePartition, error_code=error, partition_index=index,
+            leader_id=p.leader, leader_epoch=p.leader_epoch, replica_nodes=p.replicas,
+            isr_nodes=p.isr, offline_replicas=p.offline_replicas,
+        ))  # fmt: skip
+    return make(
+        m.MetadataResponseTopic,
+        error_code=ErrorCode.none,
+        name=name,
+        topic_id=cluster.cache.topic_ids.get(name, uuid.UUID(int=0)),
+        is_internal=name.startswith("__"),
+        partitions=tuple(entries),
+        topic_authorized_operations=NO_OPERATIONS,
+    )
 
 
 def _missing(m: Any, name: str, error: ErrorCode) -> Any:

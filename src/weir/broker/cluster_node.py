@@ -1,0 +1,217 @@
+"""A broker in a cluster: its ZooKeeper registration, the controller it may become, and the
+metadata the controller sends it.
+
+`MetadataCache` is the broker's view of the cluster, replaced piece by piece by the controller's
+UpdateMetadata requests (as in Kafka, not read from ZooKeeper): live brokers with their racks, the
+controller, and each partition's leader, leader epoch, replicas, ISR and offline replicas. Every
+broker answers Metadata from it, so all of them answer alike once the controller's requests have
+arrived.
+
+Controller requests carry the controller's epoch; a broker remembers the newest epoch it has seen
+and refuses older ones (STALE_CONTROLLER_EPOCH), and requests meant for an earlier registration
+of this broker (STALE_BROKER_EPOCH).
+
+Admin requests (create, delete, grow topics) become ZooKeeper writes that the controller carries
+out; the handler then waits, up to the request's timeout, until this broker's metadata shows the
+result, as Kafka's brokers do.
+
+Thread-safety: event-loop only, except `ZooKeeperMetadataStore` and `Controller`, which run on
+their own threads; their callbacks come back through `loop.call_soon_threadsafe`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from weir.broker.config import BrokerConfig
+from weir.cluster.controller import Controller
+from weir.cluster.placement import BrokerSpec, assign
+from weir.cluster.znodes import NO_LEADER, BrokerRegistration
+from weir.cluster.zookeeper import ZooKeeperMetadataStore
+
+log = logging.getLogger(__name__)
+
+LEADER_DURING_DELETE = -2
+
+
+@dataclass(frozen=True, slots=True)
+class LiveBroker:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionMetadata:
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    offline_replicas: tuple[int, ...]
+
+
+@dataclass(slots=True)
+class MetadataCache:
+    brokers: dict[int, LiveBroker] = field(default_factory=dict)
+    controller_id: int = -1
+    topics: dict[str, dict[int, PartitionMetadata]] = field(default_factory=dict)
+    topic_ids: dict[str, uuid.UUID] = field(default_factory=dict)
+    _waiters: list[asyncio.Future[None]] = field(default_factory=list)
+
+    def apply(self, request: Any) -> None:
+        """Take in an UpdateMetadata request (any version from 5)."""
+        self.controller_id = request.controller_id
+        self.brokers = {
+            b.id_: LiveBroker(b.id_, b.endpoints[0].host, b.endpoints[0].port, b.rack)
+            for b in request.live_brokers
+            if b.endpoints
+        }
+        for topic in request.topic_states:
+            name = topic.topic_name
+            partitions = self.topics.setdefault(name, {})
+            if getattr(topic, "topic_id", None):
+                self.topic_ids[name] = topic.topic_id
+            for state in topic.partition_states:
+                if state.leader == LEADER_DURING_DELETE:
+                    partitions.pop(state.partition_index, None)
+                    continue
+                partitions[state.partition_index] = PartitionMetadata(
+                    leader=state.leader,
+                    leader_epoch=state.leader_epoch,
+                    replicas=tuple(state.replicas),
+                    isr=tuple(state.isr),
+                    offline_replicas=tuple(state.offline_replicas),
+                )
+            if not partitions:
+                del self.topics[name]
+                self.topic_ids.pop(name, None)
+        self._wake()
+
+    def _wake(self) -> None:
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    async def wait_until(self, condition: Callable[[], bool], timeout_s: float) -> bool:
+        """Whether `condition` held within `timeout_s`; checked after every update."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while not condition():
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            waiter: asyncio.Future[None] = loop.create_future()
+            self._waiters.append(waiter)
+            try:
+                await asyncio.wait_for(waiter, remaining)
+            except TimeoutError:
+                return condition()
+        return True
+
+    def has_leaders(self, topic: str, count: int) -> bool:
+        partitions = self.topics.get(topic, {})
+        return len(partitions) >= count and all(
+            partitions[i].leader != NO_LEADER for i in range(count) if i in partitions
+        )
+
+
+class ClusterNode:
+    def __init__(self, config: BrokerConfig) -> None:
+        assert config.zookeeper
+        self.config = config
+        self.store = ZooKeeperMetadataStore(
+            config.zookeeper, session_timeout_ms=config.zookeeper_session_timeout_ms
+        )
+        self.controller = Controller(
+            self.store,
+            config.node_id,
+            request_timeout_s=config.controller_socket_timeout_ms / 1000,
+            unclean_leader_election=config.log_defaults.unclean_leader_election_enable,
+        )
+        self.cache = MetadataCache()
+        #: the newest controller epoch seen in a controller request
+        self.controller_epoch = 0
+        self.broker_epoch = -1
+
+    def start(self) -> None:
+        """Connect to ZooKeeper (blocking, retried until `zookeeper.connection.timeout.ms`)."""
+        self.store.start(self.config.zookeeper_connection_timeout_ms / 1000)
+
+    def register(self, host: str, port: int) -> None:
+        """Join the cluster: register this broker, then take part in controller elections."""
+        registration = BrokerRegistration(
+            node_id=self.config.node_id, host=host, port=port, rack=self.config.rack
+        )
+        self.broker_epoch = self.store.register(registration)
+        self.store.add_session_listener(self._on_session)
+        self.controller.start()
+
+    def attach(
+        self, loop: asyncio.AbstractEventLoop, on_topic_changed: Callable[[str], None]
+    ) -> None:
+        """Have `on_topic_changed(topic)` run on `loop` after a topic's config or assignment
+        changed in ZooKeeper."""
+
+        def changed(name: str) -> None:
+            loop.call_soon_threadsafe(on_topic_changed, name)
+
+        self.store.add_topic_listener(changed)
+
+    def _on_session(self, event: str) -> None:
+        if event == "registered":
+            registration = self.store.live_brokers().get(self.config.node_id)
+            if registration is not None:
+                self.broker_epoch = registration.epoch
+
+    def close(self) -> None:
+        self.controller.stop()
+        self.store.close()
+
+    def check_controller(self, controller_epoch: int, broker_epoch: int) -> ErrorCode:
+        """Whether a controller request may be applied; records its epoch if so."""
+        if controller_epoch < self.controller_epoch:
+            log.warning(
+                "refusing a request of controller epoch %d: epoch %d has been seen",
+                controller_epoch, self.controller_epoch,
+            )  # fmt: skip
+            return ErrorCode.stale_controller_epoch
+        if broker_epoch not in (-1, self.broker_epoch) and broker_epoch < self.broker_epoch:
+            return ErrorCode.stale_broker_epoch
+        self.controller_epoch = controller_epoch
+        return ErrorCode.none
+
+    # ---- placement -------------------------------------------------------------------------------
+
+    def live_brokers(self) -> dict[int, LiveBroker]:
+        if self.cache.brokers:
+            return self.cache.brokers
+        host, port = self.config.advertised
+        return {self.config.node_id: LiveBroker(self.config.node_id, host, port, self.config.rack)}
+
+    def place(
+        self,
+        topic: str,
+        partitions: int,
+        replication_factor: int,
+        strategy: str,
+        *,
+        start_partition: int = 0,
+    ) -> list[list[int]]:
+        """Replica lists for new partitions; PlacementError if they cannot be placed."""
+        brokers = [BrokerSpec(b.node_id, b.rack) for b in self.live_brokers().values()]
+        if any(b.rack for b in brokers) and not all(b.rack for b in brokers):
+            brokers = [BrokerSpec(b.node_id, None) for b in brokers]  # as Kafka's "disabled"
+        placed = assign(
+            strategy, brokers, topic, partitions, replication_factor,
+            start_partition=start_partition,
+        )  # fmt: skip
+        return [list(placed[start_partition + i]) for i in range(partitions)]

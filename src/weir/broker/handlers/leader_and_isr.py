@@ -1,0 +1,88 @@
+"""LeaderAndIsr (4): the controller makes this broker a partition's leader or a follower.
+
+Refused as a whole when its controller epoch is older than one already seen; a partition whose
+leader epoch is older than the one this broker has is refused alone (STALE_CONTROLLER_EPOCH, as
+Kafka answers). A partition this broker does not replicate is ignored."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from weir.broker.context import BrokerContext, make
+from weir.protocol.apis import InterBrokerApiKey
+from weir.protocol.codec import Request, response_module
+from weir.storage import StorageError
+
+log = logging.getLogger(__name__)
+
+
+async def handle(broker: BrokerContext, request: Request) -> Any:
+    m = response_module(InterBrokerApiKey.LEADER_AND_ISR, request.api_version)
+    body = request.body
+    cluster = broker.cluster
+    error = (
+        cluster.check_controller(body.controller_epoch, body.broker_epoch)
+        if cluster is not None
+        else ErrorCode.stale_controller_epoch
+    )
+    if error is not ErrorCode.none:
+        return make(m.LeaderAndIsrResponse, error_code=error, topics=(), partition_errors=())
+    topics = []
+    flat = []
+    for topic in body.topic_states:
+        errors = []
+        for state in topic.partition_states:
+            code = await _apply(broker, topic.topic_name, state)
+            errors.append(
+                make(m.LeaderAndIsrPartitionError, topic_name=topic.topic_name,
+                     partition_index=state.partition_index, error_code=code)
+            )  # fmt: skip
+        flat.extend(errors)
+        if hasattr(m, "LeaderAndIsrTopicError"):
+            topics.append(
+                make(m.LeaderAndIsrTopicError, topic_id=topic.topic_id,
+                     partition_errors=tuple(errors))
+            )  # fmt: skip
+    return make(
+        m.LeaderAndIsrResponse,
+        error_code=ErrorCode.none,
+        topics=tuple(topics),
+        partition_errors=tuple(flat),
+    )
+
+
+async def _apply(broker: BrokerContext, topic: str, state: Any) -> ErrorCode:
+    node = broker.config.node_id
+    if node not in state.replicas:
+        return ErrorCode.none
+    current = broker.replicas.get(topic, state.partition_index)
+    if current is not None and state.leader_epoch < current.leader_epoch:
+        log.warning(
+            "%s-%d: ignoring leader epoch %d, older than %d",
+            topic, state.partition_index, state.leader_epoch, current.leader_epoch,
+        )  # fmt: skip
+        return ErrorCode.stale_controller_epoch
+    info = broker.metadata.topic(topic)
+    if info is None and broker.cluster is not None:
+        loop = asyncio.get_running_loop()
+        info = await loop.run_in_executor(None, broker.cluster.store.refresh_topic, topic)
+    configs = info.configs if info is not None else {}
+    try:
+        config = broker.topics.check_configs(configs)
+        if state.leader == node:
+            broker.replicas.become_leader(topic, state.partition_index, state.leader_epoch, config)
+        else:
+            broker.replicas.become_follower(
+                topic, state.partition_index, state.leader_epoch, config
+            )
+    except StorageError as exc:
+        log.error("%s-%d: no log: %s", topic, state.partition_index, exc)
+        return ErrorCode.kafka_storage_error
+    except Exception as exc:  # a config this broker cannot apply: the partition is refused
+        log.error("%s-%d: %s", topic, state.partition_index, exc)
+        return ErrorCode.unknown_server_error
+    return ErrorCode.none

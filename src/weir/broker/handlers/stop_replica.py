@@ -1,0 +1,52 @@
+"""StopReplica (5): stop serving partitions here, and delete their logs when asked (topic
+deletion)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from weir.broker.context import BrokerContext, make
+from weir.protocol.apis import InterBrokerApiKey
+from weir.protocol.codec import Request, response_module
+from weir.storage import StorageError
+
+
+async def handle(broker: BrokerContext, request: Request) -> Any:
+    m = response_module(InterBrokerApiKey.STOP_REPLICA, request.api_version)
+    body = request.body
+    cluster = broker.cluster
+    error = (
+        cluster.check_controller(body.controller_epoch, body.broker_epoch)
+        if cluster is not None
+        else ErrorCode.stale_controller_epoch
+    )
+    if error is not ErrorCode.none:
+        return make(m.StopReplicaResponse, error_code=error, partition_errors=())
+    results = []
+    for topic, index, delete in _partitions(body):
+        code = ErrorCode.none
+        try:
+            broker.replicas.stop_replica(topic, index, delete=delete)
+        except StorageError:
+            code = ErrorCode.kafka_storage_error
+        results.append(
+            make(m.StopReplicaPartitionError, topic_name=topic, partition_index=index,
+                 error_code=code)
+        )  # fmt: skip
+    return make(m.StopReplicaResponse, error_code=ErrorCode.none, partition_errors=tuple(results))
+
+
+def _partitions(body: Any) -> list[tuple[str, int, bool]]:
+    """(topic, partition, delete) of any version: v3 carries delete per partition."""
+    if hasattr(body, "topic_states"):
+        return [
+            (t.topic_name, p.partition_index, p.delete_partition)
+            for t in body.topic_states
+            for p in t.partition_states
+        ]
+    delete = bool(getattr(body, "delete_partitions", False))
+    if hasattr(body, "topics"):
+        return [(t.name, i, delete) for t in body.topics for i in t.partition_indexes]
+    return [(p.topic_name, p.partition_index, delete) for p in body.ungrouped_partitions]

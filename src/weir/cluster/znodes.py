@@ -1,0 +1,312 @@
+"""The cluster's state in ZooKeeper: paths and the JSON of each znode, in Kafka's layout.
+
+```
+/cluster/id                                  {"version": "1", "id": CLUSTER_ID}
+/controller                   (ephemeral)    {"version": 2, "brokerid": N, "timestamp": "MS"}
+/controller_epoch                            "E"
+/brokers/ids/N                (ephemeral)    {"version": 5, "host", "port", "endpoints", "rack"}
+/brokers/topics/T                            {"version": 3, "topic_id", "partitions": {"P": [N...]}}
+/brokers/topics/T/partitions/P/state         {"version": 1, "controller_epoch", "leader",
+                                              "leader_epoch", "isr": [N...]}
+/config/topics/T                             {"version": 1, "config": {NAME: VALUE}}
+/config/changes/config_change_NNNNNNNNNN     {"version": 2, "entity_path": "topics/T"}
+/admin/delete_topics/T                       (a deletion request for the controller)
+/latest_producer_id_block                    {"version": 1, "broker", "block_start", "block_end"}
+```
+
+Parsing is strict: a znode that does not hold what its path says raises `ZnodeFormatError`, which
+callers log and skip, so one malformed znode never stops a broker or the controller.
+Pure: no ZooKeeper client here.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+CLUSTER_ID = "/cluster/id"
+CONTROLLER = "/controller"
+CONTROLLER_EPOCH = "/controller_epoch"
+BROKER_IDS = "/brokers/ids"
+BROKER_TOPICS = "/brokers/topics"
+CONFIG_TOPICS = "/config/topics"
+CONFIG_CHANGES = "/config/changes"
+CONFIG_CHANGE_PREFIX = "config_change_"
+DELETE_TOPICS = "/admin/delete_topics"
+REASSIGN_PARTITIONS = "/admin/reassign_partitions"
+PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
+PRODUCER_ID_BLOCK = "/latest_producer_id_block"
+
+#: persistent paths every cluster has; created by the first broker that finds them missing
+BASE_PATHS = (BROKER_IDS, BROKER_TOPICS, CONFIG_TOPICS, CONFIG_CHANGES, DELETE_TOPICS)
+
+NO_LEADER = -1
+
+
+class ZnodeFormatError(ValueError):
+    """A znode's data is not what its path should hold."""
+
+
+def broker_path(node_id: int) -> str:
+    return f"{BROKER_IDS}/{node_id}"
+
+
+def topic_path(topic: str) -> str:
+    return f"{BROKER_TOPICS}/{topic}"
+
+
+def partitions_path(topic: str) -> str:
+    return f"{BROKER_TOPICS}/{topic}/partitions"
+
+
+def partition_path(topic: str, partition: int) -> str:
+    return f"{BROKER_TOPICS}/{topic}/partitions/{partition}"
+
+
+def state_path(topic: str, partition: int) -> str:
+    return f"{BROKER_TOPICS}/{topic}/partitions/{partition}/state"
+
+
+def topic_config_path(topic: str) -> str:
+    return f"{CONFIG_TOPICS}/{topic}"
+
+
+def delete_request_path(topic: str) -> str:
+    return f"{DELETE_TOPICS}/{topic}"
+
+
+# ---- values ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerRegistration:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+    #: the czxid of the registration znode: a broker's epoch, new at every registration
+    epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopicAssignment:
+    name: str
+    topic_id: uuid.UUID
+    #: partition -> replica list; the first live replica in it is the preferred leader
+    partitions: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PartitionState:
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    controller_epoch: int
+
+
+# ---- encoding ----------------------------------------------------------------------------------
+
+
+def _dump(document: Mapping[str, Any]) -> bytes:
+    return json.dumps(document, separators=(",", ":"), sort_keys=True).encode()
+
+
+def _load(data: bytes | None, what: str) -> dict[str, Any]:
+    try:
+        document = json.loads(data or b"")
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ZnodeFormatError(f"{what}: not JSON ({exc})") from None
+    if not isinstance(document, dict):
+        raise ZnodeFormatError(f"{what}: expected a JSON object, got {type(document).__name__}")
+    return document
+
+
+def _int(document: Mapping[str, Any], key: str, what: str) -> int:
+    value = document.get(key)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ZnodeFormatError(f"{what}: {key!r} is not an integer: {value!r}")
+    return value
+
+
+def _ids(value: Any, what: str) -> tuple[int, ...]:
+    if not isinstance(value, list) or not all(
+        isinstance(v, int) and not isinstance(v, bool) for v in value
+    ):
+        raise ZnodeFormatError(f"{what}: expected a list of broker ids, got {value!r}")
+    return tuple(value)
+
+
+def topic_id_text(topic_id: uuid.UUID) -> str:
+    """Kafka's text form of a Uuid: URL-safe base64 of its 16 bytes, without padding."""
+    return base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
+
+
+def parse_topic_id(text: str) -> uuid.UUID:
+    try:
+        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+        return uuid.UUID(bytes=raw)
+    except (ValueError, TypeError):
+        raise ZnodeFormatError(f"topic id {text!r} is not a base64 Uuid") from None
+
+
+def encode_broker(registration: BrokerRegistration, timestamp_ms: int) -> bytes:
+    endpoint = f"PLAINTEXT://{registration.host}:{registration.port}"
+    return _dump({
+        "version": 5,
+        "host": registration.host,
+        "port": registration.port,
+        "endpoints": [endpoint],
+        "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
+        "jmx_port": -1,
+        "rack": registration.rack,
+        "features": {},
+        "timestamp": str(timestamp_ms),
+    })  # fmt: skip
+
+
+def parse_broker(node_id: int, data: bytes | None, epoch: int = -1) -> BrokerRegistration:
+    what = broker_path(node_id)
+    document = _load(data, what)
+    host, port = document.get("host"), document.get("port")
+    endpoints = document.get("endpoints")
+    if isinstance(endpoints, list) and endpoints and isinstance(endpoints[0], str):
+        _, _, address = endpoints[0].partition("://")
+        host_part, _, port_part = address.rpartition(":")
+        if host_part and port_part.isdigit():
+            host, port = host_part.strip("[]"), int(port_part)
+    if not isinstance(host, str) or not host or isinstance(port, bool) or not isinstance(port, int):
+        raise ZnodeFormatError(f"{what}: no endpoint (host and port)")
+    rack = document.get("rack")
+    if rack is not None and not isinstance(rack, str):
+        raise ZnodeFormatError(f"{what}: rack is not a string: {rack!r}")
+    return BrokerRegistration(node_id=node_id, host=host, port=port, rack=rack, epoch=epoch)
+
+
+def encode_assignment(assignment: TopicAssignment) -> bytes:
+    return _dump({
+        "version": 3,
+        "topic_id": topic_id_text(assignment.topic_id),
+        "partitions": {str(p): list(r) for p, r in sorted(assignment.partitions.items())},
+        "adding_replicas": {},
+        "removing_replicas": {},
+    })  # fmt: skip
+
+
+def parse_assignment(topic: str, data: bytes | None) -> TopicAssignment:
+    what = topic_path(topic)
+    document = _load(data, what)
+    text = document.get("topic_id")
+    if not isinstance(text, str):
+        raise ZnodeFormatError(f"{what}: no topic_id")
+    raw = document.get("partitions")
+    if not isinstance(raw, dict) or not raw:
+        raise ZnodeFormatError(f"{what}: no partitions")
+    partitions: dict[int, tuple[int, ...]] = {}
+    for key, replicas in raw.items():
+        if not (isinstance(key, str) and key.isdigit()):
+            raise ZnodeFormatError(f"{what}: partition {key!r} is not a number")
+        partitions[int(key)] = _ids(replicas, f"{what} partition {key}")
+        if not partitions[int(key)]:
+            raise ZnodeFormatError(f"{what}: partition {key} has no replicas")
+    if sorted(partitions) != list(range(len(partitions))):
+        raise ZnodeFormatError(f"{what}: partitions are not numbered 0..{len(partitions) - 1}")
+    return TopicAssignment(name=topic, topic_id=parse_topic_id(text), partitions=partitions)
+
+
+def encode_state(state: PartitionState) -> bytes:
+    return _dump({
+        "version": 1,
+        "controller_epoch": state.controller_epoch,
+        "leader": state.leader,
+        "leader_epoch": state.leader_epoch,
+        "isr": list(state.isr),
+    })  # fmt: skip
+
+
+def parse_state(topic: str, partition: int, data: bytes | None) -> PartitionState:
+    what = state_path(topic, partition)
+    document = _load(data, what)
+    return PartitionState(
+        leader=_int(document, "leader", what),
+        leader_epoch=_int(document, "leader_epoch", what),
+        isr=_ids(document.get("isr"), what),
+        controller_epoch=_int(document, "controller_epoch", what),
+    )
+
+
+def encode_controller(node_id: int, timestamp_ms: int) -> bytes:
+    return _dump({"version": 2, "brokerid": node_id, "timestamp": str(timestamp_ms)})
+
+
+def parse_controller(data: bytes | None) -> int:
+    return _int(_load(data, CONTROLLER), "brokerid", CONTROLLER)
+
+
+def parse_controller_epoch(data: bytes | None) -> int:
+    try:
+        return int((data or b"").decode())
+    except (ValueError, UnicodeDecodeError):
+        raise ZnodeFormatError(f"{CONTROLLER_EPOCH}: {data!r} is not a number") from None
+
+
+def encode_topic_config(configs: Mapping[str, str]) -> bytes:
+    return _dump({"version": 1, "config": dict(configs)})
+
+
+def parse_topic_config(topic: str, data: bytes | None) -> dict[str, str]:
+    what = topic_config_path(topic)
+    config = _load(data, what).get("config", {})
+    if not isinstance(config, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in config.items()
+    ):
+        raise ZnodeFormatError(f"{what}: config is not an object of strings")
+    return dict(config)
+
+
+def encode_config_change(topic: str) -> bytes:
+    return _dump({"version": 2, "entity_path": f"topics/{topic}"})
+
+
+def parse_config_change(data: bytes | None) -> str | None:
+    """The topic a change notification names; None for other entity types."""
+    entity = _load(data, CONFIG_CHANGES).get("entity_path")
+    if not isinstance(entity, str):
+        raise ZnodeFormatError(f"{CONFIG_CHANGES}: no entity_path")
+    kind, _, name = entity.partition("/")
+    return name if kind == "topics" and name else None
+
+
+def encode_cluster_id(cluster_id: str) -> bytes:
+    return _dump({"version": "1", "id": cluster_id})
+
+
+def parse_cluster_id(data: bytes | None) -> str:
+    value = _load(data, CLUSTER_ID).get("id")
+    if not isinstance(value, str) or not value:
+        raise ZnodeFormatError(f"{CLUSTER_ID}: no id")
+    return value
+
+
+def encode_producer_block(node_id: int, first: int, last: int) -> bytes:
+    return _dump({
+        "version": 1, "broker": node_id, "block_start": str(first), "block_end": str(last),
+    })  # fmt: skip
+
+
+def parse_producer_block_end(data: bytes | None) -> int:
+    """The last producer id handed out so far; -1 when none was."""
+    if not data:
+        return -1
+    document = _load(data, PRODUCER_ID_BLOCK)
+    try:
+        return int(document["block_end"])
+    except (KeyError, ValueError, TypeError):
+        raise ZnodeFormatError(f"{PRODUCER_ID_BLOCK}: no block_end") from None
+
+
+def live_replicas(replicas: Sequence[int], live: set[int] | frozenset[int]) -> list[int]:
+    return [r for r in replicas if r in live]

@@ -1,0 +1,44 @@
+"""
+Generated from ``clients/src/main/resources/common/message/StopReplicaRequest.json``.
+"""
+
+from dataclasses import dataclass
+from dataclasses import field
+from typing import ClassVar
+
+from kio.schema.request_header.v1.header import RequestHeader
+from kio.schema.types import BrokerId
+from kio.schema.types import TopicName
+from kio.static.constants import EntityType
+from kio.static.primitive import i16
+from kio.static.primitive import i32
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StopReplicaPartitionV0:
+    __type__: ClassVar = EntityType.nested
+    __version__: ClassVar[i16] = i16(0)
+    __flexible__: ClassVar[bool] = False
+    __api_key__: ClassVar[i16] = i16(5)
+    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
+    topic_name: TopicName = field(metadata={"kafka_type": "string"})
+    """The topic name."""
+    partition_index: i32 = field(metadata={"kafka_type": "int32"})
+    """The partition index."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StopReplicaRequest:
+    __type__: ClassVar = EntityType.request
+    __version__: ClassVar[i16] = i16(0)
+    __flexible__: ClassVar[bool] = False
+    __api_key__: ClassVar[i16] = i16(5)
+    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
+    controller_id: BrokerId = field(metadata={"kafka_type": "int32"})
+    """The controller id."""
+    controller_epoch: i32 = field(metadata={"kafka_type": "int32"})
+    """The controller epoch."""
+    delete_partitions: bool = field(metadata={"kafka_type": "bool"})
+    """Whether these partitions should be deleted."""
+    ungrouped_partitions: tuple[StopReplicaPartitionV0, ...]
+    """The partitions to stop."""
