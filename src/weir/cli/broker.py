@@ -4,6 +4,7 @@ a member of a ZooKeeper cluster (`--zookeeper`)."""
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -38,5 +39,10 @@ def run_start(args: argparse.Namespace) -> int:
         overrides["advertised_host"], overrides["advertised_port"] = parse_host_port(args.advertise)
     config = BrokerConfig.load(args.config, **overrides)
     from weir.broker.server import run
+    from weir.cluster.metadata import MetadataError
 
-    return run(config, ready_file=args.ready_file)
+    try:
+        return run(config, ready_file=args.ready_file)
+    except MetadataError as exc:  # ZooKeeper unreachable, node id taken
+        print(f"weir: {exc}", file=sys.stderr)
+        return 1

@@ -73,6 +73,17 @@ def _register_topic(commands: Any) -> None:
     create.add_argument("--partitions", type=int, default=-1)
     create.add_argument("--replication-factor", type=int, default=-1)
     create.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
+    create.add_argument(
+        "--placement",
+        choices=["kafka", "consistent-hash"],
+        help="replica placement strategy (the topic config replica.placement.strategy)",
+    )
+    create.add_argument(
+        "--replica-assignment",
+        metavar="B:B,B:B",
+        help="explicit replicas as kafka-topics.sh takes them: partitions separated by commas, "
+        "each partition's broker ids by colons (leader first)",
+    )
     create.set_defaults(run=run_topic_create)
     listing = sub.add_parser("list")
     listing.set_defaults(run=run_topic_list)
@@ -117,12 +128,28 @@ def _fail(exc: KafkaException) -> int:
 
 
 def run_topic_create(args: argparse.Namespace) -> int:
-    topic = NewTopic(
-        args.name,
-        num_partitions=args.partitions,
-        replication_factor=args.replication_factor,
-        config=_pairs(args.config),
-    )
+    config = _pairs(args.config)
+    if args.placement:
+        config["replica.placement.strategy"] = args.placement
+    if args.replica_assignment:
+        try:
+            assignment = [
+                [int(b) for b in part.split(":")] for part in args.replica_assignment.split(",")
+            ]
+        except ValueError:
+            print(f"weir: bad --replica-assignment {args.replica_assignment!r}", file=sys.stderr)
+            return 2
+        # confluent-kafka wants the partition count given along with the assignment
+        topic = NewTopic(
+            args.name, num_partitions=len(assignment), replica_assignment=assignment, config=config
+        )
+    else:
+        topic = NewTopic(
+            args.name,
+            num_partitions=args.partitions,
+            replication_factor=args.replication_factor,
+            config=config,
+        )
     admin = _admin(args)
     try:
         admin.create_topics([topic], request_timeout=ADMIN_TIMEOUT)[args.name].result()

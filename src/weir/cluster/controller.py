@@ -14,7 +14,9 @@ Work arrives as events on one queue, handled in order by one thread (as Kafka's 
 - topics created (`/brokers/topics`) or grown (a topic znode's data): their new partitions get a
   first leader and ISR;
 - deletion requests (`/admin/delete_topics`): replicas are told to stop and delete, brokers to
-  forget the topic, then the topic's znodes go.
+  forget the topic, then the topic's znodes go;
+- preferred replica elections (`/admin/preferred_replica_election`): listed partitions are led
+  by their first replica again when it is live and in the ISR.
 Each change of partition state is written to ZooKeeper first (conditionally, by zkVersion) and
 then sent: LeaderAndIsr to the partition's replicas, UpdateMetadata to every live broker.
 """
@@ -254,6 +256,8 @@ class Controller:
                       send_event=False)  # fmt: skip
         ChildrenWatch(self._zk, znodes.BROKER_TOPICS, self._watch("topics", generation))
         ChildrenWatch(self._zk, znodes.DELETE_TOPICS, self._watch("deletes", generation))
+        DataWatch(self._zk, znodes.PREFERRED_REPLICA_ELECTION,
+                  self._watch("preferred_election", generation))  # fmt: skip
         self._start_new_partitions(self._partitions_without_state())
         self._apply_live_set()
         for node_id in self._brokers:
@@ -378,6 +382,36 @@ class Controller:
                     self._fenced_delete([path], recursive=True)
                     continue
                 raise failure
+
+    def _on_preferred_election(self) -> None:
+        """`/admin/preferred_replica_election` (kafka-preferred-replica-election.sh's znode):
+        move leadership of the listed partitions to their preferred replica when it is live and
+        in the ISR, then remove the request."""
+        try:
+            data, _ = self._zk.get(znodes.PREFERRED_REPLICA_ELECTION)
+        except NoNodeError:
+            return
+        try:
+            wanted = znodes.parse_partition_list(data)
+        except ZnodeFormatError as exc:
+            log.warning("ignoring a preferred replica election request: %s", exc)
+            wanted = []
+        states = {}
+        for tp in wanted:
+            partition = self._partitions.get(tp)
+            if partition is None:
+                continue
+            replicas = self._assignments[tp[0]].partitions[tp[1]]
+            state = elections.preferred_leader(partition.state, replicas, self._brokers, self.epoch)
+            if state is not None:
+                states[tp] = state
+        moved = self._write_states(states, create=False)
+        for node_id in self._brokers:
+            self._send_leader_and_isr(node_id, [tp for tp in moved if self._replica(node_id, tp)])
+        if moved:
+            self._send_update_metadata(self._brokers, sorted(moved))
+            log.info("preferred leaders elected for %d partitions", len(moved))
+        self._fenced_delete([znodes.PREFERRED_REPLICA_ELECTION])
 
     # ---- brokers ---------------------------------------------------------------------------------
 

@@ -82,3 +82,19 @@ def after_live_change(
         isr=new_isr,
         controller_epoch=controller_epoch,
     )
+
+
+def preferred_leader(
+    state: PartitionState, replicas: Sequence[int], live: Collection[int], controller_epoch: int
+) -> PartitionState | None:
+    """Leadership moved to the preferred (first) replica, if it is live, in the ISR and not
+    already the leader; None otherwise."""
+    preferred = replicas[0] if replicas else NO_LEADER
+    if preferred == state.leader or preferred not in live or preferred not in state.isr:
+        return None
+    return PartitionState(
+        leader=preferred,
+        leader_epoch=state.leader_epoch + 1,
+        isr=state.isr,
+        controller_epoch=controller_epoch,
+    )

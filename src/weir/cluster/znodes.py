@@ -11,6 +11,7 @@
 /config/topics/T                             {"version": 1, "config": {NAME: VALUE}}
 /config/changes/config_change_NNNNNNNNNN     {"version": 2, "entity_path": "topics/T"}
 /admin/delete_topics/T                       (a deletion request for the controller)
+/admin/preferred_replica_election            {"version": 1, "partitions": [{"topic", "partition"}]}
 /latest_producer_id_block                    {"version": 1, "broker", "block_start", "block_end"}
 ```
 
@@ -306,6 +307,23 @@ def parse_producer_block_end(data: bytes | None) -> int:
         return int(document["block_end"])
     except (KeyError, ValueError, TypeError):
         raise ZnodeFormatError(f"{PRODUCER_ID_BLOCK}: no block_end") from None
+
+
+def parse_partition_list(data: bytes | None) -> list[tuple[str, int]]:
+    """`{"version": 1, "partitions": [{"topic": T, "partition": P}, ...]}` (the admin znodes'
+    form) -> [(T, P), ...]."""
+    entries = _load(data, PREFERRED_REPLICA_ELECTION).get("partitions")
+    if not isinstance(entries, list):
+        raise ZnodeFormatError(f"{PREFERRED_REPLICA_ELECTION}: no partitions list")
+    out = []
+    for entry in entries:
+        if not isinstance(entry, dict):
+            raise ZnodeFormatError(f"{PREFERRED_REPLICA_ELECTION}: {entry!r} is not an object")
+        topic = entry.get("topic")
+        if not isinstance(topic, str):
+            raise ZnodeFormatError(f"{PREFERRED_REPLICA_ELECTION}: {entry!r} names no topic")
+        out.append((topic, _int(entry, "partition", PREFERRED_REPLICA_ELECTION)))
+    return out
 
 
 def live_replicas(replicas: Sequence[int], live: set[int] | frozenset[int]) -> list[int]:
