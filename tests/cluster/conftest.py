@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from cluster_brokers import CHROOT, BrokerSet, ZooKeeperView, zookeeper_view
 from cluster_processes import (
     WeirCommand,
     processes_mentioning,
@@ -51,3 +52,45 @@ def zookeeper(tmp_path: Path, zookeeper_installation: Installation) -> Iterator[
     server = start_zookeeper(tmp_path / "zookeeper", zookeeper_installation)
     yield server
     server.stop()
+
+
+# ---- cluster brokers (cluster_brokers.py) -------------------------------------------------------
+
+#: (test, figure, value, unit) measured by cluster tests; printed in the terminal summary
+MEASURED: list[tuple[str, str, float, str]] = []
+
+
+@pytest.fixture
+def cluster_brokers(tmp_path: Path) -> Iterator[BrokerSet]:
+    """Brokers for one test (`start_cluster`, `add`); every one still running is killed after
+    the test (paused ones included)."""
+    brokers = BrokerSet(tmp_path / "brokers")
+    yield brokers
+    brokers.kill_all()
+
+
+@pytest.fixture
+def zk_view(zookeeper: ZooKeeperServer) -> Iterator[ZooKeeperView]:
+    """The test's own kazoo client on the `zookeeper` fixture, reading inside CHROOT."""
+    with zookeeper_view(zookeeper.connect, CHROOT) as view:
+        yield view
+
+
+@pytest.fixture
+def figure(request: pytest.FixtureRequest, record_property: Callable[[str, object], None]):
+    """`figure(name, value, unit)`: print a measured figure (visible with -s), record it as a
+    junit property, and list it in the terminal summary."""
+
+    def measured(name: str, value: float, unit: str = "s") -> None:
+        print(f"\nFIGURE {request.node.name}: {name} = {value:.3f} {unit}")
+        record_property(name, value)
+        MEASURED.append((request.node.name, name, value, unit))
+
+    return measured
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if MEASURED:
+        terminalreporter.section("cluster figures")
+        for test, name, value, unit in MEASURED:
+            terminalreporter.write_line(f"{test}: {name} = {value:.3f} {unit}")
