@@ -125,6 +125,9 @@ class PartitionLog:
         self._directory_unsynced = False
         self.first_dirty_offset = 0  # where compaction has not been yet (see cleaner.py)
         self.tombstones_due_ms: int | None = None  # when kept tombstones may go (cleaner.py)
+        #: a replica of a replicated partition: the high watermark moves only by
+        #: `update_high_watermark` (the leader's view of its followers), never by appends
+        self.replicated = False
         self._load(clean_shutdown)
         self.log_end_offset = self.active_segment.next_offset()
         self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
@@ -313,7 +316,7 @@ class PartitionLog:
                 raise LogWriteError(f"{self.directory.name}: append failed: {exc}") from exc
             raise LogDirectoryError(f"{self.directory.name}: append failed: {exc}") from exc
         self.log_end_offset = last + 1
-        if self.config.high_watermark_policy == HW_LOG_END:
+        if not self.replicated and self.config.high_watermark_policy == HW_LOG_END:
             self.high_watermark = self.log_end_offset
         self._unflushed_records += fields.records_count
         if self._unflushed_records >= self.config.flush_messages:
@@ -410,7 +413,7 @@ class PartitionLog:
         self.recovery_point = self.log_end_offset
         self._unflushed_records = 0
         self._last_flush_ms = self._clock.monotonic_ms()
-        if self.config.high_watermark_policy != HW_LOG_END:
+        if not self.replicated and self.config.high_watermark_policy != HW_LOG_END:
             self.high_watermark = self.log_end_offset
 
     # ---- read ---------------------------------------------------------------------------------

@@ -31,7 +31,11 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
     ]  # fmt: skip
     max_wait_ms = int(body.max_wait.total_seconds() * 1000)
     results = await broker.replicas.fetch(
-        wanted, max_wait_ms=max(0, max_wait_ms), min_bytes=body.min_bytes, max_bytes=body.max_bytes
+        wanted,
+        max_wait_ms=max(0, max_wait_ms),
+        min_bytes=body.min_bytes,
+        max_bytes=body.max_bytes,
+        replica_id=getattr(body, "replica_id", -1),
     )
     try:
         return _response(request, results)

@@ -31,6 +31,8 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
     )
     if error is not ErrorCode.none:
         return make(m.LeaderAndIsrResponse, error_code=error, topics=(), partition_errors=())
+    assert cluster is not None
+    cluster.note_leaders({b.broker_id: (b.host_name, b.port) for b in body.live_leaders})
     topics = []
     flat = []
     for topic in body.topic_states:
@@ -73,12 +75,24 @@ async def _apply(broker: BrokerContext, topic: str, state: Any) -> ErrorCode:
     configs = info.configs if info is not None else {}
     try:
         config = broker.topics.check_configs(configs)
+        cluster = broker.cluster
+        assert cluster is not None
         if state.leader == node:
-            broker.replicas.become_leader(topic, state.partition_index, state.leader_epoch, config)
+            cluster.stop_following(topic, state.partition_index)
+            broker.replicas.become_leader(
+                topic, state.partition_index, state.leader_epoch, config,
+                replicas=state.replicas, isr=state.isr,
+                partition_epoch=getattr(state, "partition_epoch", getattr(state, "zk_version", 0)),
+            )  # fmt: skip
         else:
             broker.replicas.become_follower(
                 topic, state.partition_index, state.leader_epoch, config
             )
+            partition = broker.replicas.get(topic, state.partition_index)
+            if state.leader >= 0 and partition is not None:
+                cluster.follow(partition, state.leader, state.leader_epoch)
+            else:
+                cluster.stop_following(topic, state.partition_index)
     except StorageError as exc:
         log.error("%s-%d: no log: %s", topic, state.partition_index, exc)
         return ErrorCode.kafka_storage_error

@@ -22,12 +22,13 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
         if cluster is not None
         else ErrorCode.stale_controller_epoch
     )
-    if error is not ErrorCode.none:
+    if error is not ErrorCode.none or cluster is None:
         return make(m.StopReplicaResponse, error_code=error, partition_errors=())
     results = []
     for topic, index, delete in _partitions(body):
         code = ErrorCode.none
         try:
+            cluster.stop_following(topic, index)
             broker.replicas.stop_replica(topic, index, delete=delete)
         except StorageError:
             code = ErrorCode.kafka_storage_error
