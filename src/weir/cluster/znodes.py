@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -46,6 +47,8 @@ PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 BASE_PATHS = (BROKER_IDS, BROKER_TOPICS, CONFIG_TOPICS, CONFIG_CHANGES, DELETE_TOPICS)
 
 NO_LEADER = -1
+_DECIMAL = re.compile(r"-?[0-9]+")
+_TOPIC_ID = re.compile(r"[A-Za-z0-9_-]{22}")
 
 
 class ZnodeFormatError(ValueError):
@@ -147,9 +150,11 @@ def topic_id_text(topic_id: uuid.UUID) -> str:
 
 
 def parse_topic_id(text: str) -> uuid.UUID:
+    """Strict, as Kafka's Uuid.fromString: 22 characters of the URL-safe alphabet."""
+    if not _TOPIC_ID.fullmatch(text):
+        raise ZnodeFormatError(f"topic id {text!r} is not a base64 Uuid")
     try:
-        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-        return uuid.UUID(bytes=raw)
+        return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=="))
     except (ValueError, TypeError):
         raise ZnodeFormatError(f"topic id {text!r} is not a base64 Uuid") from None
 
@@ -174,11 +179,15 @@ def parse_broker(node_id: int, data: bytes | None, epoch: int = -1) -> BrokerReg
     document = _load(data, what)
     host, port = document.get("host"), document.get("port")
     endpoints = document.get("endpoints")
-    if isinstance(endpoints, list) and endpoints and isinstance(endpoints[0], str):
-        _, _, address = endpoints[0].partition("://")
-        host_part, _, port_part = address.rpartition(":")
-        if host_part and port_part.isdigit():
-            host, port = host_part.strip("[]"), int(port_part)
+    if isinstance(endpoints, list):
+        texts = [e for e in endpoints if isinstance(e, str)]
+        # this broker speaks PLAINTEXT: its endpoint, else the first one (a weir broker's only)
+        plaintext = [e for e in texts if e.startswith("PLAINTEXT://")]
+        for endpoint in plaintext[:1] or texts[:1]:
+            _, _, address = endpoint.partition("://")
+            host_part, _, port_part = address.rpartition(":")
+            if host_part and _DECIMAL.fullmatch(port_part):
+                host, port = host_part.strip("[]"), int(port_part)
     if not isinstance(host, str) or not host or isinstance(port, bool) or not isinstance(port, int):
         raise ZnodeFormatError(f"{what}: no endpoint (host and port)")
     rack = document.get("rack")
@@ -208,7 +217,7 @@ def parse_assignment(topic: str, data: bytes | None) -> TopicAssignment:
         raise ZnodeFormatError(f"{what}: no partitions")
     partitions: dict[int, tuple[int, ...]] = {}
     for key, replicas in raw.items():
-        if not (isinstance(key, str) and key.isdigit()):
+        if not (isinstance(key, str) and _DECIMAL.fullmatch(key) and not key.startswith("-")):
             raise ZnodeFormatError(f"{what}: partition {key!r} is not a number")
         partitions[int(key)] = _ids(replicas, f"{what} partition {key}")
         if not partitions[int(key)]:
@@ -249,9 +258,12 @@ def parse_controller(data: bytes | None) -> int:
 
 def parse_controller_epoch(data: bytes | None) -> int:
     try:
-        return int((data or b"").decode())
-    except (ValueError, UnicodeDecodeError):
-        raise ZnodeFormatError(f"{CONTROLLER_EPOCH}: {data!r} is not a number") from None
+        text = (data or b"").decode()
+    except UnicodeDecodeError:
+        text = ""
+    if not _DECIMAL.fullmatch(text):
+        raise ZnodeFormatError(f"{CONTROLLER_EPOCH}: {data!r} is not a number")
+    return int(text)
 
 
 def encode_topic_config(configs: Mapping[str, str]) -> bytes:
@@ -302,11 +314,10 @@ def parse_producer_block_end(data: bytes | None) -> int:
     """The last producer id handed out so far; -1 when none was."""
     if not data:
         return -1
-    document = _load(data, PRODUCER_ID_BLOCK)
-    try:
-        return int(document["block_end"])
-    except (KeyError, ValueError, TypeError):
-        raise ZnodeFormatError(f"{PRODUCER_ID_BLOCK}: no block_end") from None
+    value = _load(data, PRODUCER_ID_BLOCK).get("block_end")
+    if isinstance(value, str) and _DECIMAL.fullmatch(value):
+        return int(value)
+    raise ZnodeFormatError(f"{PRODUCER_ID_BLOCK}: no block_end number in {value!r}")
 
 
 def parse_partition_list(data: bytes | None) -> list[tuple[str, int]]:

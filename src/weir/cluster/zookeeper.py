@@ -229,7 +229,7 @@ class ZooKeeperMetadataStore:
     def live_brokers(self) -> dict[int, BrokerRegistration]:
         brokers = {}
         for child in self.client.get_children(znodes.BROKER_IDS):
-            if not child.isdigit():
+            if not (child.isascii() and child.isdigit()):
                 log.warning("ignoring %s/%s: not a broker id", znodes.BROKER_IDS, child)
                 continue
             try:
