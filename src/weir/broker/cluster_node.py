@@ -36,15 +36,21 @@ from weir.broker.peer import PeerConnection
 from weir.broker.replica_manager import Partition, ReplicaManager
 from weir.cluster.controller import Controller
 from weir.cluster.placement import BrokerSpec, assign
-from weir.cluster.requests import ALTER_PARTITION_VERSION, alter_partition_request
+from weir.cluster.requests import (
+    ALTER_PARTITION_VERSION,
+    CONTROLLED_SHUTDOWN_VERSION,
+    alter_partition_request,
+    controlled_shutdown_request,
+)
 from weir.cluster.znodes import NO_LEADER, BrokerRegistration
 from weir.cluster.zookeeper import ZooKeeperMetadataStore
-from weir.protocol.apis import ApiKey
+from weir.protocol.apis import ApiKey, InterBrokerApiKey
 from weir.protocol.errors import RemoteProtocolError
 
 log = logging.getLogger(__name__)
 
 LEADER_DURING_DELETE = -2
+CONTROLLED_SHUTDOWN_BACKOFF_S = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,6 +231,39 @@ class ClusterNode:
         """Addresses of leaders named by a LeaderAndIsr request (it may come before any
         UpdateMetadata)."""
         self._leader_addresses.update(leaders)
+
+    async def controlled_shutdown(self, attempts: int = 3, timeout_s: float = 10.0) -> None:
+        """Ask the controller to move this broker's leaderships away before it stops (as
+        `controlled.shutdown.enable` does in Kafka); gives up after `attempts`."""
+        body = controlled_shutdown_request(self.config.node_id, self.broker_epoch)
+        for attempt in range(1, attempts + 1):
+            address = self.address_of(self.cache.controller_id)
+            if address is not None:
+                connection = PeerConnection(address, "weir-shutdown")
+                try:
+                    response = await asyncio.wait_for(
+                        connection.request(
+                            InterBrokerApiKey.CONTROLLED_SHUTDOWN,
+                            CONTROLLED_SHUTDOWN_VERSION,
+                            body,
+                        ),
+                        timeout_s,
+                    )
+                except (OSError, TimeoutError, asyncio.IncompleteReadError,
+                        RemoteProtocolError) as exc:  # fmt: skip
+                    log.warning("controlled shutdown, attempt %d: %s", attempt, exc)
+                else:
+                    if response.error_code == ErrorCode.none:
+                        remaining = len(response.remaining_partitions)
+                        log.warning("controlled shutdown: leaderships moved; %d remain here "
+                                    "(no other in-sync replica)", remaining)  # fmt: skip
+                        return
+                    log.warning("controlled shutdown, attempt %d: %s", attempt,
+                                ErrorCode(response.error_code).name)  # fmt: skip
+                finally:
+                    connection.close()
+            await asyncio.sleep(CONTROLLED_SHUTDOWN_BACKOFF_S)
+        log.warning("controlled shutdown did not complete; stopping anyway")
 
     # ---- ISR changes ----------------------------------------------------------------------------
 

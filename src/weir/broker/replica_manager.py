@@ -116,6 +116,8 @@ class FetchRequestPartition:
     partition: int
     offset: int
     max_bytes: int
+    #: the leader epoch the fetcher believes current (KIP-320); -1 when it does not say
+    current_leader_epoch: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -515,6 +517,11 @@ class ReplicaManager:
         if partition is None or not partition.serving:
             error = self._missing_or_offline(request.topic, request.partition).error
             return FetchResult(request.topic, request.partition, error)
+        current = request.current_leader_epoch
+        if 0 <= current < partition.leader_epoch:
+            return FetchResult(request.topic, request.partition, ErrorCode.fenced_leader_epoch)
+        if current > partition.leader_epoch:
+            return FetchResult(request.topic, request.partition, ErrorCode.unknown_leader_epoch)
         limit = min(budget, request.max_bytes)
         bound = None
         if replica_id >= 0:

@@ -416,6 +416,8 @@ def run(config: BrokerConfig, *, ready_file: Path | None = None) -> int:
         if ready_file is not None:
             ready_file.write_text(f"{host}:{port}\n")
         await stop.wait()
+        if broker.cluster is not None:
+            await broker.cluster.controlled_shutdown()
         server.cancel()
         await asyncio.gather(server, return_exceptions=True)
         await broker.close()

@@ -12,6 +12,7 @@ from kio.index import load_payload_module
 from kio.static.constants import EntityType
 
 from weir.cluster.znodes import BrokerRegistration
+from weir.protocol.kio_legacy.controlled_shutdown.v3 import request as _shutdown
 from weir.protocol.kio_legacy.leader_and_isr.v6 import request as _lai
 from weir.protocol.kio_legacy.stop_replica.v3 import request as _stop
 from weir.protocol.kio_legacy.update_metadata.v7 import request as _um
@@ -22,6 +23,7 @@ stop: Any = _stop
 um: Any = _um
 
 ALTER_PARTITION_VERSION = 2
+CONTROLLED_SHUTDOWN_VERSION = 3
 LEADER_AND_ISR_VERSION = 6
 STOP_REPLICA_VERSION = 3
 UPDATE_METADATA_VERSION = 7
@@ -187,3 +189,8 @@ def alter_partition_request(
             ),
         ),
     )
+
+
+def controlled_shutdown_request(broker_id: int, broker_epoch: int) -> Any:
+    request: Any = _shutdown.ControlledShutdownRequest
+    return request(broker_id=broker_id, broker_epoch=broker_epoch)

@@ -12,6 +12,7 @@ from weir.broker.handlers import (
     alter_configs,
     alter_partition,
     api_versions,
+    controlled_shutdown,
     create_partitions,
     create_topics,
     delete_groups,
@@ -76,4 +77,5 @@ HANDLERS: MappingProxyType[int, Handler] = MappingProxyType({
     InterBrokerApiKey.LEADER_AND_ISR: leader_and_isr.handle,
     InterBrokerApiKey.STOP_REPLICA: stop_replica.handle,
     InterBrokerApiKey.UPDATE_METADATA: update_metadata.handle,
+    InterBrokerApiKey.CONTROLLED_SHUTDOWN: controlled_shutdown.handle,
 })  # fmt: skip

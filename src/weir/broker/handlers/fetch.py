@@ -26,7 +26,8 @@ MARKER_BYTES = 16
 async def handle(broker: BrokerContext, request: Request) -> Any:
     body = request.body
     wanted = [
-        FetchRequestPartition(topic.topic, p.partition, p.fetch_offset, p.partition_max_bytes)
+        FetchRequestPartition(topic.topic, p.partition, p.fetch_offset, p.partition_max_bytes,
+                              getattr(p, "current_leader_epoch", -1))
         for topic in body.topics for p in topic.partitions
     ]  # fmt: skip
     max_wait_ms = int(body.max_wait.total_seconds() * 1000)
