@@ -22,12 +22,13 @@ def test_every_advertised_api_has_a_handler_and_every_handler_is_advertised() ->
     assert set(ADVERTISED) == set(HANDLERS) - cluster_only
 
 
-def test_a_cluster_broker_handles_the_controllers_requests_except_controlled_shutdown() -> None:
+def test_a_cluster_broker_handles_the_controllers_requests() -> None:
     served = set(cluster_advertised()) & set(HANDLERS)
     assert served == set(ADVERTISED) | {
         InterBrokerApiKey.LEADER_AND_ISR,
         InterBrokerApiKey.STOP_REPLICA,
         InterBrokerApiKey.UPDATE_METADATA,
+        InterBrokerApiKey.CONTROLLED_SHUTDOWN,
         ApiKey.ALTER_PARTITION,
     }
 
