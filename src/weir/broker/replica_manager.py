@@ -204,7 +204,10 @@ class ReplicaManager:
         partition.leader_epoch = leader_epoch
         partition.is_leader = True
         replicated = len(replicas) > 1
-        partition.log.replicated = replicated
+        if replicated:
+            partition.log.become_replicated()
+        else:
+            partition.log.replicated = False
         self._record_leader_epoch(partition)
         partition.leader_state = None
         if replicated:
@@ -226,7 +229,7 @@ class ReplicaManager:
         partition.leader_epoch = leader_epoch
         partition.is_leader = False
         partition.leader_state = None
-        partition.log.replicated = True
+        partition.log.become_replicated()
         partition.complete_produces(ErrorCode.not_leader_or_follower)
         partition.wake_waiters()
 

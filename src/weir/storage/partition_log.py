@@ -107,8 +107,11 @@ class PartitionLog:
         *,
         recovery_point: int = 0,
         log_start_offset: int = 0,
+        high_watermark: int | None = None,
         clean_shutdown: bool = False,
     ) -> None:
+        """`high_watermark`: the one checkpointed before a restart; it takes effect when the
+        log becomes a replica of a replicated partition (`become_replicated`)."""
         self.directory = directory
         self.config = config
         self._clock = clock
@@ -133,6 +136,9 @@ class PartitionLog:
         self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
         self.recovery_point = self.log_end_offset  # clean, or recovered segments were fsynced
         self.high_watermark = self.log_end_offset
+        self._restored_high_watermark = (
+            self.log_end_offset if high_watermark is None else high_watermark
+        )
         self.epoch_cache.truncate_from_end(self.log_end_offset)
         self._unflushed_records = 0
         self._last_flush_ms = clock.monotonic_ms()
@@ -538,6 +544,18 @@ class PartitionLog:
         self.recovery_point = min(self.recovery_point, end)
         self.epoch_cache.truncate_from_end(end)
         fsync_directory(self.directory)
+
+    def become_replicated(self) -> None:
+        """From now on the high watermark moves only by `update_high_watermark`. The first
+        time, it goes back to the one checkpointed before the restart: records past it may
+        never have reached the other replicas, and must not be read until they have."""
+        with self._lock:
+            if self.replicated:
+                return
+            self.replicated = True
+            restored = max(self.log_start_offset, self._restored_high_watermark)
+            self.high_watermark = min(self.high_watermark, restored)
+            self._restored_high_watermark = self.log_end_offset
 
     def update_high_watermark(self, offset: int) -> None:
         with self._lock:
