@@ -131,6 +131,7 @@ class Broker:
                 config.offsets_topic_num_partitions,
                 self.clock,
                 replication=config.offsets_topic_replication_factor if self.cluster else 1,
+                cluster=self.cluster is not None,
             ),
         )
         return BrokerContext(

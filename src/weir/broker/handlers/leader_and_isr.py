@@ -13,6 +13,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from weir.broker.context import BrokerContext, make
+from weir.broker.group.store import OFFSETS_TOPIC
 from weir.protocol.apis import InterBrokerApiKey
 from weir.protocol.codec import Request, response_module
 from weir.storage import StorageError
@@ -79,15 +80,20 @@ async def _apply(broker: BrokerContext, topic: str, state: Any) -> ErrorCode:
         assert cluster is not None
         if state.leader == node:
             cluster.stop_following(topic, state.partition_index)
+            was_leader = current is not None and current.is_leader
             broker.replicas.become_leader(
                 topic, state.partition_index, state.leader_epoch, config,
                 replicas=state.replicas, isr=state.isr,
                 partition_epoch=getattr(state, "partition_epoch", getattr(state, "zk_version", 0)),
             )  # fmt: skip
+            if topic == OFFSETS_TOPIC and not was_leader:
+                broker.groups.load_partition(state.partition_index)
         else:
             broker.replicas.become_follower(
                 topic, state.partition_index, state.leader_epoch, config
             )
+            if topic == OFFSETS_TOPIC:
+                broker.groups.unload_partition(state.partition_index)
             partition = broker.replicas.get(topic, state.partition_index)
             if state.leader >= 0 and partition is not None:
                 cluster.follow(partition, state.leader, state.leader_epoch)
