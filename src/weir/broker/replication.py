@@ -6,8 +6,9 @@ watermark that follows from it (Kafka's replication protocol, SEEDS.md §2).
   any follower a pending ISR change would remove too: until the controller has accepted a shrink
   the leader counts the old members, so the high watermark never runs ahead of a replica that
   may still become leader.
-- A follower is caught up when it has fetched up to the leader's log end offset; one that has
-  not been caught up for `replica.lag.time.max.ms` is proposed for removal from the ISR, and one
+- A follower is caught up when it has fetched up to the leader's log end offset, or up to the
+  one the leader had at its previous fetch (Kafka's rule); one that has not been caught up for
+  `replica.lag.time.max.ms` is proposed for removal from the ISR, and one
   outside the ISR that reaches the high watermark (and the leader's current epoch) is proposed
   for joining it. Proposals go to the controller (AlterPartition); the ISR changes only when it
   answers.
@@ -34,6 +35,8 @@ class LeaderState:
     started_ms: int
     follower_end: dict[int, int] = field(default_factory=dict)
     caught_up_ms: dict[int, int] = field(default_factory=dict)
+    #: per follower: the leader's log end offset and the time at its previous fetch
+    previous_fetch: dict[int, tuple[int, int]] = field(default_factory=dict)
     #: an ISR sent to the controller and not answered yet
     pending_isr: frozenset[int] | None = None
 
@@ -52,11 +55,18 @@ class LeaderState:
         return self.isr | self.pending_isr
 
     def follower_fetched(self, replica: int, offset: int, leader_end: int, now_ms: int) -> None:
+        """A fetch from `replica` at `offset` (its log end). It is caught up as of now if it
+        has everything, or as of its previous fetch if it now has what the leader had then
+        (so a follower that keeps up under steady writes is never taken for a laggard)."""
         if replica not in self.follower_end:
             return
         self.follower_end[replica] = offset
+        previous = self.previous_fetch.get(replica)
         if offset >= leader_end:
             self.caught_up_ms[replica] = now_ms
+        elif previous is not None and offset >= previous[0]:
+            self.caught_up_ms[replica] = max(self.caught_up_ms.get(replica, 0), previous[1])
+        self.previous_fetch[replica] = (leader_end, now_ms)
 
     def high_watermark(self, leader_end: int) -> int:
         ends = [leader_end]

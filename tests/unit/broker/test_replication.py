@@ -66,7 +66,9 @@ class Leader:
 
     def produce(self, count: int = 1, *, acks: int = 1) -> AppendResult:
         now = self.clock.milliseconds()
-        records = [Record(offset=i, timestamp=now, key=None, value=b"v%d" % i) for i in range(count)]
+        records = [
+            Record(offset=i, timestamp=now, key=None, value=b"v%d" % i) for i in range(count)
+        ]
         return self.replicas.append(TOPIC, 0, build_batch(records), acks=acks)
 
     @property
@@ -107,9 +109,7 @@ class Leader:
 
 @pytest.fixture
 def leader(tmp_path: Path, clock: FakeClock) -> Iterator[Leader]:
-    logs = LogManager(
-        tmp_path, LogConfig(), clock, FakeScheduler(clock), LogManagerConfig(), {}
-    )
+    logs = LogManager(tmp_path, LogConfig(), clock, FakeScheduler(clock), LogManagerConfig(), {})
     replicas = ReplicaManager(
         logs, clock, leads_all=False, node_id=LEADER, replica_lag_time_max_ms=LAG_MS
     )
@@ -171,7 +171,7 @@ def test_a_pending_expansion_counts_the_joining_replica(leader: Leader) -> None:
     assert leader.proposals == [frozenset({0, 1, 2})]
 
     leader.fetch(1, 5)
-    assert leader.high_watermark == 3  # ISR ∪ pending ISR: replica 2 is at 3
+    assert leader.high_watermark == 3  # the ISR and the pending one: replica 2 is at 3
 
     leader.answer(None, 3)  # refused: replica 2 no longer counts
     assert leader.high_watermark == 5
@@ -358,9 +358,7 @@ def test_an_acks_all_produce_reports_an_isr_that_shrank_below_min_insync(leader:
 def test_acks_all_is_refused_before_append_when_the_isr_is_below_min_insync(
     leader: Leader,
 ) -> None:
-    partition = leader.lead(
-        replicas=(0, 1, 2), isr=(0,), config=LogConfig(min_insync_replicas=2)
-    )
+    partition = leader.lead(replicas=(0, 1, 2), isr=(0,), config=LogConfig(min_insync_replicas=2))
     result = leader.produce(acks=ACKS_ALL)
     assert result.error is ErrorCode.not_enough_replicas
     assert partition.log.log_end_offset == 0
