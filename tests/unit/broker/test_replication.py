@@ -213,14 +213,6 @@ def test_a_follower_that_never_fetches_gets_the_lag_time_from_leadership_start(
     assert leader.proposals == [frozenset({0})]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="replication.py LeaderState.follower_fetched counts a follower caught up only when "
-    "its fetch offset reaches the leader's LEO at this fetch; Kafka (Replica.updateFetchState) "
-    "also counts it caught up as of its previous fetch when it reached the LEO the leader had "
-    "then (lastFetchLeaderLogEndOffset), so under steady produce a keeping-up follower is "
-    "shrunk out of the ISR after replica.lag.time.max.ms",
-)
 def test_a_follower_keeping_up_under_steady_produce_stays_in_the_isr(leader: Leader) -> None:
     leader.lead(replicas=(0, 1))
     leader.fetch(1, 0)
@@ -231,6 +223,20 @@ def test_a_follower_keeping_up_under_steady_produce_stays_in_the_isr(leader: Lea
         leader.fetch(1, fetched_to)
         leader.replicas.check_isr()
     assert leader.proposals == []
+
+
+def test_a_follower_that_fetches_but_falls_further_behind_is_proposed_for_removal(
+    leader: Leader,
+) -> None:
+    leader.lead(replicas=(0, 1))
+    leader.fetch(1, 0)
+    for second in range(1, LAG_MS // 1000 + 3):
+        leader.produce()
+        leader.produce()
+        leader.clock.advance(1000)
+        leader.fetch(1, second)  # one record per second against two written: never caught up
+        leader.replicas.check_isr()
+    assert leader.proposals == [frozenset({0})]
 
 
 def test_a_caught_up_follower_joins_only_past_the_leaders_epoch_start(leader: Leader) -> None:
