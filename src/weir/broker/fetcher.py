@@ -189,11 +189,15 @@ class LeaderFetcher:
             rack_id="",
         )
         response = await self._exchange(ApiKey.FETCH, FETCH_VERSION, body)
+        refused = 0
         for topic in response.responses:
             for data in topic.partitions:
                 followed = self.partitions.get((topic.topic, data.partition_index))
                 if followed is not None:
                     self._apply(followed, data)
+                refused += data.error_code != ErrorCode.none
+        if refused and refused == len(ready):
+            await asyncio.sleep(RETRY_BACKOFF_S)  # as replica.fetch.backoff.ms: no busy loop
 
     def _apply(self, followed: _Followed, data: Any) -> None:
         partition = followed.partition
