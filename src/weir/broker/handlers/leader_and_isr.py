@@ -25,11 +25,7 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
     m = response_module(InterBrokerApiKey.LEADER_AND_ISR, request.api_version)
     body = request.body
     cluster = broker.cluster
-    error = (
-        cluster.check_controller(body.controller_epoch, body.broker_epoch)
-        if cluster is not None
-        else ErrorCode.stale_controller_epoch
-    )
+    error = broker.controller_request_error(body)
     if error is not ErrorCode.none:
         return make(m.LeaderAndIsrResponse, error_code=error, topics=(), partition_errors=())
     assert cluster is not None
