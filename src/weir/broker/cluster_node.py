@@ -31,14 +31,26 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from weir.broker.config import BrokerConfig
+from weir.broker.fetcher import ReplicaFetchers
+from weir.broker.peer import PeerConnection
+from weir.broker.replica_manager import Partition, ReplicaManager
 from weir.cluster.controller import Controller
 from weir.cluster.placement import BrokerSpec, assign
+from weir.cluster.requests import (
+    ALTER_PARTITION_VERSION,
+    CONTROLLED_SHUTDOWN_VERSION,
+    alter_partition_request,
+    controlled_shutdown_request,
+)
 from weir.cluster.znodes import NO_LEADER, BrokerRegistration
 from weir.cluster.zookeeper import ZooKeeperMetadataStore
+from weir.protocol.apis import ApiKey, InterBrokerApiKey
+from weir.protocol.errors import RemoteProtocolError
 
 log = logging.getLogger(__name__)
 
 LEADER_DURING_DELETE = -2
+CONTROLLED_SHUTDOWN_BACKOFF_S = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,9 +150,14 @@ class ClusterNode:
             unclean_leader_election=config.log_defaults.unclean_leader_election_enable,
         )
         self.cache = MetadataCache()
+        self.fetchers: ReplicaFetchers | None = None
+        self._replicas: ReplicaManager | None = None
+        self._to_controller: PeerConnection | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
         #: the newest controller epoch seen in a controller request
         self.controller_epoch = 0
         self.broker_epoch = -1
+        self._leader_addresses: dict[int, tuple[str, int]] = {}
 
     def start(self) -> None:
         """Connect to ZooKeeper (blocking, retried until `zookeeper.connection.timeout.ms`)."""
@@ -156,10 +173,17 @@ class ClusterNode:
         self.controller.start()
 
     def attach(
-        self, loop: asyncio.AbstractEventLoop, on_topic_changed: Callable[[str], None]
+        self,
+        loop: asyncio.AbstractEventLoop,
+        replicas: ReplicaManager,
+        on_topic_changed: Callable[[str], None],
     ) -> None:
-        """Have `on_topic_changed(topic)` run on `loop` after a topic's config or assignment
+        """Start replicating for `replicas` (fetchers, ISR changes sent to the controller), and
+        have `on_topic_changed(topic)` run on `loop` after a topic's config or assignment
         changed in ZooKeeper."""
+        self._replicas = replicas
+        self.fetchers = ReplicaFetchers(self.config.node_id, replicas)
+        replicas.on_isr_proposal = self._propose_isr
 
         def changed(name: str) -> None:
             loop.call_soon_threadsafe(on_topic_changed, name)
@@ -175,6 +199,120 @@ class ClusterNode:
     def close(self) -> None:
         self.controller.stop()
         self.store.close()
+
+    async def stop_replicating(self) -> None:
+        if self.fetchers is not None:
+            await self.fetchers.close()
+        for task in list(self._tasks):
+            task.cancel()
+        if self._to_controller is not None:
+            self._to_controller.close()
+
+    def follow(self, partition: Partition, leader: int, leader_epoch: int) -> bool:
+        """Fetch `partition` from broker `leader`; False if its address is not known yet."""
+        address = self.address_of(leader)
+        if address is None or self.fetchers is None:
+            return False
+        self.fetchers.follow(partition, leader, address, leader_epoch)
+        return True
+
+    def stop_following(self, topic: str, index: int) -> None:
+        if self.fetchers is not None:
+            self.fetchers.stop_following((topic, index))
+
+    def address_of(self, node_id: int) -> tuple[str, int] | None:
+        broker = self.cache.brokers.get(node_id)
+        if broker is not None:
+            return broker.host, broker.port
+        registration = self._leader_addresses.get(node_id)
+        return registration
+
+    def note_leaders(self, leaders: dict[int, tuple[str, int]]) -> None:
+        """Addresses of leaders named by a LeaderAndIsr request (it may come before any
+        UpdateMetadata)."""
+        self._leader_addresses.update(leaders)
+
+    async def controlled_shutdown(self, attempts: int = 3, timeout_s: float = 10.0) -> None:
+        """Ask the controller to move this broker's leaderships away before it stops (as
+        `controlled.shutdown.enable` does in Kafka); gives up after `attempts`."""
+        body = controlled_shutdown_request(self.config.node_id, self.broker_epoch)
+        for attempt in range(1, attempts + 1):
+            address = self.address_of(self.cache.controller_id)
+            if address is not None:
+                connection = PeerConnection(address, "weir-shutdown")
+                try:
+                    response = await asyncio.wait_for(
+                        connection.request(
+                            InterBrokerApiKey.CONTROLLED_SHUTDOWN,
+                            CONTROLLED_SHUTDOWN_VERSION,
+                            body,
+                        ),
+                        timeout_s,
+                    )
+                except (OSError, TimeoutError, asyncio.IncompleteReadError,
+                        RemoteProtocolError) as exc:  # fmt: skip
+                    log.warning("controlled shutdown, attempt %d: %s", attempt, exc)
+                else:
+                    if response.error_code == ErrorCode.none:
+                        remaining = len(response.remaining_partitions)
+                        log.warning("controlled shutdown: leaderships moved; %d remain here "
+                                    "(no other in-sync replica)", remaining)  # fmt: skip
+                        return
+                    log.warning("controlled shutdown, attempt %d: %s", attempt,
+                                ErrorCode(response.error_code).name)  # fmt: skip
+                finally:
+                    connection.close()
+            await asyncio.sleep(CONTROLLED_SHUTDOWN_BACKOFF_S)
+        log.warning("controlled shutdown did not complete; stopping anyway")
+
+    # ---- ISR changes ----------------------------------------------------------------------------
+
+    def _propose_isr(self, partition: Partition, isr: frozenset[int]) -> None:
+        task = asyncio.get_running_loop().create_task(self._send_isr(partition, isr))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _send_isr(self, partition: Partition, isr: frozenset[int]) -> None:
+        replicas = self._replicas
+        state = partition.leader_state
+        assert replicas is not None
+        if state is None:
+            return
+        accepted: frozenset[int] | None = None
+        epoch = state.partition_epoch
+        try:
+            address = self.address_of(self.cache.controller_id)
+            topic_id = self.cache.topic_ids.get(partition.topic)
+            if address is None or topic_id is None:
+                return
+            if self._to_controller is None or self._to_controller.address != address:
+                if self._to_controller is not None:
+                    self._to_controller.close()
+                self._to_controller = PeerConnection(address, "weir-isr")
+            body = alter_partition_request(
+                self.config.node_id, self.broker_epoch, topic_id, partition.index,
+                partition.leader_epoch, epoch, sorted(isr),
+            )  # fmt: skip
+            response = await self._to_controller.request(
+                ApiKey.ALTER_PARTITION, ALTER_PARTITION_VERSION, body
+            )
+            if response.error_code:
+                log.info("ISR change for %s-%d refused: %s", partition.topic, partition.index,
+                         response.error_code)  # fmt: skip
+                return
+            for topic in response.topics:
+                for answer in topic.partitions:
+                    if answer.error_code:
+                        log.info("ISR change for %s-%d refused: %s", partition.topic,
+                                 partition.index, answer.error_code)  # fmt: skip
+                        continue
+                    accepted, epoch = frozenset(answer.isr), answer.partition_epoch
+                    log.info("%s-%d: ISR %s (partition epoch %d)", partition.topic,
+                             partition.index, sorted(accepted), epoch)  # fmt: skip
+        except (OSError, asyncio.IncompleteReadError, RemoteProtocolError) as exc:
+            log.info("ISR change for %s-%d not sent: %s", partition.topic, partition.index, exc)
+        finally:
+            replicas.isr_answered(partition, accepted, epoch)
 
     def check_controller(self, controller_epoch: int, broker_epoch: int) -> ErrorCode:
         """Whether a controller request may be applied; records its epoch if so."""

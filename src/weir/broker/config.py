@@ -56,6 +56,7 @@ class BrokerConfig:
     zookeeper_session_timeout_ms: int = 18_000
     zookeeper_connection_timeout_ms: int = 18_000
     controller_socket_timeout_ms: int = 30_000
+    replica_lag_time_max_ms: int = 30_000
     socket_request_max_bytes: int = 100 * 1024 * 1024
     auto_create_topics_enable: bool = True
     num_partitions: int = 1

@@ -7,6 +7,8 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from weir.broker.cluster_node import ClusterNode, LiveBroker
 from weir.broker.config import BrokerConfig
 from weir.broker.group.coordinator import GroupCoordinator
@@ -53,6 +55,15 @@ class BrokerContext:
             return sorted(self.cluster.live_brokers().values(), key=lambda b: b.node_id)
         host, port = self.config.advertised
         return [LiveBroker(self.config.node_id, host, port, self.config.rack)]
+
+    def controller_request_error(self, body: Any) -> ErrorCode:
+        """NONE if a controller request (LeaderAndIsr, UpdateMetadata, StopReplica) may be
+        applied here: its controller epoch is not older than one seen (and this is a cluster)."""
+        if self.cluster is None:
+            return ErrorCode.stale_controller_epoch
+        return self.cluster.check_controller(
+            body.controller_epoch, getattr(body, "broker_epoch", -1)
+        )
 
     @property
     def controller_id(self) -> int:

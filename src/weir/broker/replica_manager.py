@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
 
 from weir.broker.producer_state import ProducerStateError, ProducerStateManager
+from weir.broker.replication import LeaderState
 from weir.clock import Clock
 from weir.records import (
     BatchHeader,
@@ -64,6 +65,10 @@ class Partition:
     #: whether this broker leads the partition (a single node leads all of its partitions)
     is_leader: bool = True
     waiters: list[asyncio.Future[None]] = field(default_factory=list)
+    #: the followers, when this broker leads a partition with several replicas
+    leader_state: LeaderState | None = None
+    #: acks=all produces waiting for the high watermark to reach their end offset
+    produce_waiters: list[tuple[int, asyncio.Future[ErrorCode]]] = field(default_factory=list)
 
     @property
     def serving(self) -> bool:
@@ -76,6 +81,22 @@ class Partition:
             if not waiter.done():
                 waiter.set_result(None)
 
+    def complete_produces(self, error: ErrorCode | None = None) -> None:
+        """Answer acks=all produces: those the high watermark has reached, or all of them
+        with `error` (leadership lost)."""
+        high_watermark = self.log.high_watermark
+        waiting = []
+        for end, future in self.produce_waiters:
+            if future.done():
+                continue
+            if error is not None:
+                future.set_result(error)
+            elif end <= high_watermark:
+                future.set_result(ErrorCode.none)
+            else:
+                waiting.append((end, future))
+        self.produce_waiters = waiting
+
 
 @dataclass(frozen=True, slots=True)
 class AppendResult:
@@ -85,6 +106,8 @@ class AppendResult:
     log_start_offset: int = -1
     message: str | None = None
     record_errors: tuple[tuple[int, str], ...] = ()
+    #: the log end offset right after the append (what acks=all waits for)
+    end_offset: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +116,8 @@ class FetchRequestPartition:
     partition: int
     offset: int
     max_bytes: int
+    #: the leader epoch the fetcher believes current (KIP-320); -1 when it does not say
+    current_leader_epoch: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,11 +138,17 @@ class ReplicaManager:
         *,
         min_free_bytes: int = 0,
         leads_all: bool = True,
+        node_id: int = 0,
+        replica_lag_time_max_ms: int = 30_000,
     ):
         """`leads_all`: this broker leads every partition it has (a single node); in a
         cluster a partition is served only once the controller made this broker its leader."""
         self.log_manager = log_manager
         self._leads_all = leads_all
+        self.node_id = node_id
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        #: called with (partition, proposed ISR) when a leader wants its ISR changed
+        self.on_isr_proposal: Callable[[Partition, frozenset[int]], None] | None = None
         self._clock = clock
         self._min_free_bytes = min_free_bytes
         self._last_refusal_log: dict[tuple[str, int], int] = {}
@@ -128,14 +159,17 @@ class ReplicaManager:
     # ---- partitions ---------------------------------------------------------------------------
 
     def _adopt(self, topic: str, index: int, partition_log: PartitionLog) -> Partition:
-        producers = ProducerStateManager()
-        start = partition_log.segments[max(0, len(partition_log.segments) - 2)].base_offset
-        producers.load(partition_log.batch_headers(start))
+        producers = _producer_state(partition_log)
         partition = Partition(topic, index, partition_log, producers, is_leader=self._leads_all)
         if self._leads_all:
             self._record_leader_epoch(partition)
         self.partitions[(topic, index)] = partition
         return partition
+
+    @staticmethod
+    def reload_producer_state(partition: Partition) -> None:
+        """Rebuild idempotent producer state from the log (after a truncation)."""
+        partition.producers = _producer_state(partition.log)
 
     @staticmethod
     def _record_leader_epoch(partition: Partition) -> None:
@@ -146,19 +180,57 @@ class ReplicaManager:
                 "%s-%d: leader epoch not recorded yet: %s", partition.topic, partition.index, exc
             )
 
-    def become_leader(self, topic: str, index: int, leader_epoch: int, config: LogConfig) -> None:
-        """Lead `topic-index` from `leader_epoch` on (its log created if new). StorageError
-        if the log cannot be created."""
+    def become_leader(
+        self,
+        topic: str,
+        index: int,
+        leader_epoch: int,
+        config: LogConfig,
+        *,
+        replicas: Sequence[int] = (),
+        isr: Sequence[int] = (),
+        partition_epoch: int = 0,
+    ) -> None:
+        """Lead `topic-index` from `leader_epoch` on (its log created if new), with `replicas`
+        and `isr` as the controller gave them. StorageError if the log cannot be created."""
         partition = self._ensure(topic, index, config)
+        state = partition.leader_state
+        if partition.is_leader and partition.leader_epoch == leader_epoch and state is not None:
+            if partition_epoch > state.partition_epoch:  # the controller changed the ISR
+                state.isr, state.partition_epoch = frozenset(isr), partition_epoch
+                state.pending_isr = None
+                self._advance_high_watermark(partition)
+            return
         partition.leader_epoch = leader_epoch
         partition.is_leader = True
+        replicated = len(replicas) > 1
+        if replicated:
+            partition.log.become_replicated()
+        else:
+            partition.log.replicated = False
         self._record_leader_epoch(partition)
+        partition.leader_state = None
+        if replicated:
+            partition.leader_state = LeaderState(
+                node_id=self.node_id,
+                replicas=tuple(replicas),
+                isr=frozenset(isr) | {self.node_id},
+                partition_epoch=partition_epoch,
+                epoch_start_offset=partition.log.log_end_offset,
+                started_ms=self._clock.monotonic_ms(),
+            )
+            self._advance_high_watermark(partition)
+        else:
+            partition.log.update_high_watermark(partition.log.log_end_offset)
 
     def become_follower(self, topic: str, index: int, leader_epoch: int, config: LogConfig) -> None:
         """Stop serving `topic-index` here: another broker leads it from `leader_epoch`."""
         partition = self._ensure(topic, index, config)
         partition.leader_epoch = leader_epoch
         partition.is_leader = False
+        partition.leader_state = None
+        partition.log.become_replicated()
+        partition.complete_produces(ErrorCode.not_leader_or_follower)
         partition.wake_waiters()
 
     def stop_replica(self, topic: str, index: int, *, delete: bool) -> None:
@@ -168,6 +240,8 @@ class ReplicaManager:
                 self.log_manager.delete(topic, index)
             return
         partition.is_leader = False
+        partition.leader_state = None
+        partition.complete_produces(ErrorCode.not_leader_or_follower)
         partition.wake_waiters()
         if delete:
             del self.partitions[(topic, index)]
@@ -241,9 +315,10 @@ class ReplicaManager:
             return AppendResult(
                 ErrorCode.none, duplicate.first_offset, -1, partition.log.log_start_offset
             )
-        if acks == ACKS_ALL and config.min_insync_replicas > ISR_SIZE:
+        isr_size = len(partition.leader_state.isr) if partition.leader_state else ISR_SIZE
+        if acks == ACKS_ALL and config.min_insync_replicas > isr_size:
             message = (
-                f"The size of the current ISR {ISR_SIZE} is insufficient to satisfy the min.isr "
+                f"The size of the current ISR {isr_size} is insufficient to satisfy the min.isr "
                 f"requirement of {config.min_insync_replicas} for partition {topic}-{index}"
             )
             return AppendResult(ErrorCode.not_enough_replicas, message=message)
@@ -294,10 +369,98 @@ class ReplicaManager:
             return AppendResult(ErrorCode.kafka_storage_error, message=str(exc))
         self.log_manager.note_appended(partition.topic, partition.index, len(buf))
         partition.producers.record(BatchHeader(buf).fields(), info.first_offset)
+        if partition.leader_state is not None:
+            self._advance_high_watermark(partition)
         partition.wake_waiters()
         return AppendResult(
-            ErrorCode.none, info.first_offset, info.log_append_time, info.log_start_offset
+            ErrorCode.none,
+            info.first_offset,
+            info.log_append_time,
+            info.log_start_offset,
+            end_offset=partition.log.log_end_offset,
         )
+
+    # ---- replication (leader side) ------------------------------------------------------------
+
+    def replicating(self, topic: str, index: int, end_offset: int) -> bool:
+        """Whether records up to `end_offset` still wait for followers (acks=all)."""
+        partition = self.partitions.get((topic, index))
+        return (
+            partition is not None
+            and partition.leader_state is not None
+            and partition.log.high_watermark < end_offset
+        )
+
+    async def wait_replicated(
+        self, topic: str, index: int, end_offset: int, timeout_ms: int
+    ) -> ErrorCode:
+        """For acks=all: wait until the high watermark reaches `end_offset` (every ISR member
+        has the records), then check the ISR is still large enough."""
+        partition = self.partitions.get((topic, index))
+        if partition is None or not partition.is_leader:
+            return ErrorCode.not_leader_or_follower
+        if partition.log.high_watermark < end_offset:
+            future: asyncio.Future[ErrorCode] = asyncio.get_running_loop().create_future()
+            partition.produce_waiters.append((end_offset, future))
+            try:
+                error = await asyncio.wait_for(future, timeout_ms / 1000)
+            except TimeoutError:
+                return ErrorCode.request_timed_out
+            if error is not ErrorCode.none:
+                return error
+        state = partition.leader_state
+        if state is not None and len(state.isr) < partition.log.config.min_insync_replicas:
+            return ErrorCode.not_enough_replicas_after_append
+        return ErrorCode.none
+
+    def _follower_fetched(self, partition: Partition, replica: int, offset: int) -> None:
+        state = partition.leader_state
+        if state is None:
+            return
+        now = self._clock.monotonic_ms()
+        state.follower_fetched(replica, offset, partition.log.log_end_offset, now)
+        self._advance_high_watermark(partition)
+        self._propose_isr(partition, now)
+
+    def _advance_high_watermark(self, partition: Partition) -> None:
+        state = partition.leader_state
+        if state is None:
+            return
+        candidate = state.high_watermark(partition.log.log_end_offset)
+        if candidate > partition.log.high_watermark:
+            partition.log.update_high_watermark(candidate)
+            partition.complete_produces()
+            partition.wake_waiters()
+
+    def _propose_isr(self, partition: Partition, now_ms: int) -> None:
+        state = partition.leader_state
+        if state is None or self.on_isr_proposal is None:
+            return
+        proposed = state.isr_to_propose(
+            partition.log.high_watermark, now_ms, self.replica_lag_time_max_ms
+        )
+        if proposed is not None:
+            state.pending_isr = proposed
+            self.on_isr_proposal(partition, proposed)
+
+    def check_isr(self) -> None:
+        """Propose ISR shrinks for followers that fell behind (run every second or so)."""
+        now = self._clock.monotonic_ms()
+        for partition in self.partitions.values():
+            if partition.leader_state is not None and partition.is_leader:
+                self._propose_isr(partition, now)
+
+    def isr_answered(
+        self, partition: Partition, isr: frozenset[int] | None, partition_epoch: int
+    ) -> None:
+        """The controller's answer to a proposal: the ISR it now has (None: refused)."""
+        state = partition.leader_state
+        if state is None:
+            return
+        state.pending_isr = None
+        if isr is not None and partition_epoch >= state.partition_epoch:
+            state.isr, state.partition_epoch = isr, partition_epoch
+        self._advance_high_watermark(partition)
 
     # ---- fetch --------------------------------------------------------------------------------
 
@@ -308,11 +471,14 @@ class ReplicaManager:
         max_wait_ms: int,
         min_bytes: int,
         max_bytes: int,
+        replica_id: int = -1,
     ) -> list[FetchResult]:
-        """Read every requested partition; wait up to `max_wait_ms` for `min_bytes` in all."""
+        """Read every requested partition; wait up to `max_wait_ms` for `min_bytes` in all.
+        A follower (`replica_id` >= 0) reads up to the log end, and its fetch offsets tell the
+        leader how far it has replicated."""
         deadline = self._clock.monotonic_ms() + max_wait_ms
         while True:
-            results = self._read_all(requests, max_bytes)
+            results = self._read_all(requests, max_bytes, replica_id)
             available = sum(r.data.size for r in results if r.data is not None)
             errors = any(r.error != ErrorCode.none for r in results)
             remaining = deadline - self._clock.monotonic_ms()
@@ -322,12 +488,14 @@ class ReplicaManager:
             await self._wait_for_data(requests, remaining)
 
     def _read_all(
-        self, requests: Sequence[FetchRequestPartition], max_bytes: int
+        self, requests: Sequence[FetchRequestPartition], max_bytes: int, replica_id: int = -1
     ) -> list[FetchResult]:
         results = []
         budget = max_bytes
         for request in requests:
-            result = self._read_one(request, budget, min_one_batch=budget == max_bytes)
+            result = self._read_one(
+                request, budget, min_one_batch=budget == max_bytes, replica_id=replica_id
+            )
             if result.data is not None:
                 budget = max(0, budget - result.data.size)
             results.append(result)
@@ -341,16 +509,35 @@ class ReplicaManager:
                 other.wake_waiters()
 
     def _read_one(
-        self, request: FetchRequestPartition, budget: int, *, min_one_batch: bool
+        self,
+        request: FetchRequestPartition,
+        budget: int,
+        *,
+        min_one_batch: bool,
+        replica_id: int = -1,
     ) -> FetchResult:
         partition = self.partitions.get((request.topic, request.partition))
         if partition is None or not partition.serving:
             error = self._missing_or_offline(request.topic, request.partition).error
             return FetchResult(request.topic, request.partition, error)
+        current = request.current_leader_epoch
+        if 0 <= current < partition.leader_epoch:
+            return FetchResult(request.topic, request.partition, ErrorCode.fenced_leader_epoch)
+        if current > partition.leader_epoch:
+            return FetchResult(request.topic, request.partition, ErrorCode.unknown_leader_epoch)
         limit = min(budget, request.max_bytes)
+        bound = None
+        if replica_id >= 0:
+            if partition.leader_state is None or replica_id not in partition.leader_state.replicas:
+                return FetchResult(
+                    request.topic, request.partition, ErrorCode.not_leader_or_follower
+                )
+            bound = partition.log.log_end_offset
+            if request.offset <= bound:
+                self._follower_fetched(partition, replica_id, request.offset)
         try:
             info = partition.log.read(
-                request.offset, limit, min_one_batch=min_one_batch, retain=True
+                request.offset, limit, min_one_batch=min_one_batch, retain=True, max_offset=bound
             )
         except LogDirectoryError:
             return FetchResult(request.topic, request.partition, ErrorCode.kafka_storage_error)
@@ -432,6 +619,15 @@ class ReplicaManager:
         except LogDirectoryError as exc:
             self._take_offline(partition, exc)
         return ErrorCode.none, partition_log.log_start_offset
+
+
+def _producer_state(partition_log: PartitionLog) -> ProducerStateManager:
+    """Producer state from the batches of the last two segments (Kafka keeps snapshots; a
+    producer's last five batches are in these unless it has been idle for a long time)."""
+    producers = ProducerStateManager()
+    start = partition_log.segments[max(0, len(partition_log.segments) - 2)].base_offset
+    producers.load(partition_log.batch_headers(start))
+    return producers
 
 
 def _saturated(value: int) -> int:

@@ -50,6 +50,7 @@ log = logging.getLogger(__name__)
 
 RECV_BYTES = SMALL_FRAME_BYTES
 GROUP_TICK_S = 0.1
+ISR_CHECK_INTERVAL_S = 1.0
 ACCEPT_BACKOFF_S = (0.05, 1.0)  # first and longest wait after accept runs out of resources
 ACCEPT_LOG_INTERVAL_MS = 10_000
 #: accept failures that mean "no descriptors or memory right now", not a broken listener
@@ -109,6 +110,8 @@ class Broker:
             self.clock,
             min_free_bytes=config.log_dir_min_free_bytes,
             leads_all=self.cluster is None,
+            node_id=config.node_id,
+            replica_lag_time_max_ms=config.replica_lag_time_max_ms,
         )
         topics = TopicManager(config, metadata, replicas, cluster=self.cluster)
         groups = GroupCoordinator(
@@ -128,6 +131,7 @@ class Broker:
                 config.offsets_topic_num_partitions,
                 self.clock,
                 replication=config.offsets_topic_replication_factor if self.cluster else 1,
+                cluster=self.cluster is not None,
             ),
         )
         return BrokerContext(
@@ -232,15 +236,31 @@ class Broker:
             task.cancel()
         await asyncio.gather(*self._connections, return_exceptions=True)
         if self.cluster is not None:
+            await self.cluster.stop_replicating()
             await asyncio.get_running_loop().run_in_executor(None, self.cluster.close)
         self.context.replicas.log_manager.close()
         self._scheduler.shutdown()
+
+    async def _tick_replication(self) -> None:
+        """Leaders look for followers that fell out of sync, once a second."""
+        while True:
+            await asyncio.sleep(ISR_CHECK_INTERVAL_S)
+            try:
+                self.context.replicas.check_isr()
+            except Exception:
+                log.exception("checking ISRs failed")
 
     def join_cluster(self) -> None:
         """In cluster mode, register in ZooKeeper under the advertised address (blocking)."""
         if self.cluster is not None:
             self.cluster.register(*self.config.advertised)
-            self.cluster.attach(asyncio.get_running_loop(), self.context.topics.apply_stored_config)
+            self.cluster.attach(
+                asyncio.get_running_loop(),
+                self.context.replicas,
+                self.context.topics.apply_stored_config,
+            )
+            ticker = asyncio.get_running_loop().create_task(self._tick_replication())
+            self._connections.add(ticker)
 
     # ---- connections --------------------------------------------------------------------------
 
@@ -397,6 +417,8 @@ def run(config: BrokerConfig, *, ready_file: Path | None = None) -> int:
         if ready_file is not None:
             ready_file.write_text(f"{host}:{port}\n")
         await stop.wait()
+        if broker.cluster is not None:
+            await broker.cluster.controlled_shutdown()
         server.cancel()
         await asyncio.gather(server, return_exceptions=True)
         await broker.close()

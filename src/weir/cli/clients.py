@@ -88,7 +88,12 @@ def _register_topic(commands: Any) -> None:
     listing = sub.add_parser("list")
     listing.set_defaults(run=run_topic_list)
     describe = sub.add_parser("describe")
-    describe.add_argument("name")
+    describe.add_argument("name", nargs="?", help="one topic (default: every topic)")
+    describe.add_argument(
+        "--under-replicated-partitions",
+        action="store_true",
+        help="only partitions whose ISR is smaller than their replica list",
+    )
     describe.set_defaults(run=run_topic_describe)
     delete = sub.add_parser("delete")
     delete.add_argument("name")
@@ -168,25 +173,37 @@ def run_topic_list(args: argparse.Namespace) -> int:
 
 def run_topic_describe(args: argparse.Namespace) -> int:
     admin = _admin(args)
-    metadata = admin.list_topics(timeout=ADMIN_TIMEOUT).topics.get(args.name)
-    if metadata is None or metadata.error is not None:
-        print(f"weir: topic {args.name!r} not found", file=sys.stderr)
-        return 1
-    resource = ConfigResource("topic", args.name)
-    try:
-        configs = admin.describe_configs([resource])[resource].result()
-    except KafkaException as exc:
-        return _fail(exc)
-    overrides = {k: v.value for k, v in sorted(configs.items()) if not v.is_default}
-    print(
-        f"Topic: {args.name}\tPartitions: {len(metadata.partitions)}\tConfigs: "
-        + ",".join(f"{k}={v}" for k, v in overrides.items())
-    )
-    for index, partition in sorted(metadata.partitions.items()):
-        print(
-            f"\tPartition: {index}\tLeader: {partition.leader}\tReplicas: "
-            f"{','.join(map(str, partition.replicas))}\tIsr: {','.join(map(str, partition.isrs))}"
-        )
+    topics = admin.list_topics(timeout=ADMIN_TIMEOUT).topics
+    if args.name is not None:
+        metadata = topics.get(args.name)
+        if metadata is None or metadata.error is not None:
+            print(f"weir: topic {args.name!r} not found", file=sys.stderr)
+            return 1
+        topics = {args.name: metadata}
+    for name in sorted(topics):
+        metadata = topics[name]
+        partitions = sorted(metadata.partitions.items())
+        if args.under_replicated_partitions:
+            partitions = [(i, p) for i, p in partitions if len(p.isrs) < len(p.replicas)]
+            if not partitions:
+                continue
+        else:
+            resource = ConfigResource("topic", name)
+            try:
+                configs = admin.describe_configs([resource])[resource].result()
+            except KafkaException as exc:
+                return _fail(exc)
+            overrides = {k: v.value for k, v in sorted(configs.items()) if not v.is_default}
+            print(
+                f"Topic: {name}\tPartitions: {len(metadata.partitions)}\tConfigs: "
+                + ",".join(f"{k}={v}" for k, v in overrides.items())
+            )
+        for index, partition in partitions:
+            print(
+                f"\tTopic: {name}\tPartition: {index}\tLeader: {partition.leader}\tReplicas: "
+                f"{','.join(map(str, partition.replicas))}\t"
+                f"Isr: {','.join(map(str, partition.isrs))}"
+            )
     return 0
 
 

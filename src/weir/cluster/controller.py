@@ -23,6 +23,7 @@ then sent: LeaderAndIsr to the partition's replicas, UpdateMetadata to every liv
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import queue
 import threading
@@ -67,8 +68,35 @@ LEADER_AND_ISR = 4
 STOP_REPLICA = 5
 UPDATE_METADATA = 6
 RETRY_ELECTION_S = 1.0
+# Kafka's error codes for AlterPartition
+UNKNOWN_TOPIC_OR_PARTITION = 3
+FENCED_LEADER_EPOCH = 74
+STALE_BROKER_EPOCH = 77
+BROKER_NOT_AVAILABLE = 8
+INVALID_UPDATE_VERSION = 95
+INELIGIBLE_REPLICA = 107
 
 TopicPartition = tuple[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class IsrChange:
+    """A leader's proposed ISR for one partition (AlterPartition)."""
+
+    topic: str
+    index: int
+    leader_epoch: int
+    partition_epoch: int
+    isr: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class IsrResult:
+    topic: str
+    index: int
+    error_code: int
+    state: PartitionState | None = None
+    partition_epoch: int = -1
 
 
 class ControllerMovedError(Exception):
@@ -105,6 +133,8 @@ class Controller:
         self._assignments: dict[str, TopicAssignment] = {}
         self._partitions: dict[TopicPartition, _Partition] = {}
         self._channels: dict[int, BrokerChannel] = {}
+        #: brokers that asked to shut down: they lead nothing new until they are gone
+        self._shutting_down: set[int] = set()
         self.controller_id: int | None = None
 
     @property
@@ -231,6 +261,7 @@ class Controller:
         self._brokers.clear()
         self._assignments.clear()
         self._partitions.clear()
+        self._shutting_down.clear()
         if was_active:
             log.warning("broker %d is no longer the controller", self.node_id)
             self._delete_own_controller_znode()
@@ -383,6 +414,143 @@ class Controller:
                     continue
                 raise failure
 
+    # ---- ISR changes from leaders (AlterPartition) -----------------------------------------------
+
+    def alter_partition(
+        self, broker_id: int, broker_epoch: int, changes: list[IsrChange]
+    ) -> concurrent.futures.Future[list[IsrResult] | None]:
+        """Apply leaders' ISR changes on the controller's thread. The future's result: one
+        result per change, or None if this broker is not the controller."""
+        future: concurrent.futures.Future[list[IsrResult] | None] = concurrent.futures.Future()
+        if not self._active:
+            future.set_result(None)
+        else:
+            self._events.put(("alter_partition", broker_id, broker_epoch, changes, future))
+        return future
+
+    def _on_alter_partition(
+        self,
+        broker_id: int,
+        broker_epoch: int,
+        changes: list[IsrChange],
+        future: concurrent.futures.Future[list[IsrResult] | None],
+    ) -> None:
+        try:
+            results = self._alter_partition(broker_id, broker_epoch, changes)
+        except BaseException as exc:
+            future.set_exception(exc)
+            raise
+        future.set_result(results)
+
+    def _alter_partition(
+        self, broker_id: int, broker_epoch: int, changes: list[IsrChange]
+    ) -> list[IsrResult]:
+        registration = self._brokers.get(broker_id)
+        if registration is None or broker_epoch not in (-1, registration.epoch):
+            return [IsrResult(c.topic, c.index, STALE_BROKER_EPOCH) for c in changes]
+        results: dict[TopicPartition, IsrResult] = {}
+        states = {}
+        for change in changes:
+            tp = (change.topic, change.index)
+            partition = self._partitions.get(tp)
+            if partition is None:
+                results[tp] = IsrResult(*tp, UNKNOWN_TOPIC_OR_PARTITION)
+                continue
+            state = partition.state
+            if state.leader != broker_id or change.leader_epoch != state.leader_epoch:
+                results[tp] = IsrResult(*tp, FENCED_LEADER_EPOCH)
+                continue
+            if change.partition_epoch != partition.zk_version:
+                results[tp] = IsrResult(*tp, INVALID_UPDATE_VERSION)
+                continue
+            replicas = self._assignments[tp[0]].partitions[tp[1]]
+            isr = tuple(r for r in replicas if r in change.isr)
+            if set(change.isr) - set(replicas) or any(r not in self._brokers for r in isr):
+                results[tp] = IsrResult(*tp, INELIGIBLE_REPLICA)
+                continue
+            states[tp] = PartitionState(
+                leader=state.leader, leader_epoch=state.leader_epoch, isr=isr,
+                controller_epoch=self.epoch,
+            )  # fmt: skip
+        written = self._write_states(states, create=False)
+        for tp in states:
+            partition = self._partitions.get(tp)
+            if tp in written and partition is not None:
+                results[tp] = IsrResult(*tp, 0, partition.state, partition.zk_version)
+                log.info("%s-%d: ISR now %s", *tp, list(partition.state.isr))
+            else:
+                results[tp] = IsrResult(*tp, INVALID_UPDATE_VERSION)
+        if written:
+            self._send_update_metadata(self._brokers, sorted(written))
+        return [results[(c.topic, c.index)] for c in changes]
+
+    # ---- controlled shutdown ---------------------------------------------------------------------
+
+    def controlled_shutdown(
+        self, broker_id: int, broker_epoch: int
+    ) -> concurrent.futures.Future[tuple[int, list[TopicPartition]] | None]:
+        """Move leadership away from a broker that is stopping. The future's result: (error
+        code, partitions it still leads), or None if this broker is not the controller."""
+        future: concurrent.futures.Future[tuple[int, list[TopicPartition]] | None]
+        future = concurrent.futures.Future()
+        if not self._active:
+            future.set_result(None)
+        else:
+            self._events.put(("controlled_shutdown", broker_id, broker_epoch, future))
+        return future
+
+    def _on_controlled_shutdown(
+        self,
+        broker_id: int,
+        broker_epoch: int,
+        future: concurrent.futures.Future[tuple[int, list[TopicPartition]] | None],
+    ) -> None:
+        try:
+            future.set_result(self._controlled_shutdown(broker_id, broker_epoch))
+        except BaseException as exc:
+            future.set_exception(exc)
+            raise
+
+    def _controlled_shutdown(
+        self, broker_id: int, broker_epoch: int
+    ) -> tuple[int, list[TopicPartition]]:
+        registration = self._brokers.get(broker_id)
+        if registration is None:
+            return BROKER_NOT_AVAILABLE, []
+        if broker_epoch not in (-1, registration.epoch):
+            return STALE_BROKER_EPOCH, []
+        self._shutting_down.add(broker_id)
+        eligible = set(self._brokers) - self._shutting_down
+        states = {}
+        for tp, partition in self._partitions.items():
+            replicas = self._assignments[tp[0]].partitions[tp[1]]
+            if broker_id not in replicas:
+                continue
+            state = partition.state
+            isr = tuple(r for r in state.isr if r != broker_id)
+            if state.leader == broker_id:
+                leader = next((r for r in replicas if r in isr and r in eligible), None)
+                if leader is None:
+                    continue  # no other replica may lead: it stays until the broker goes
+                states[tp] = PartitionState(leader=leader, leader_epoch=state.leader_epoch + 1,
+                                            isr=isr, controller_epoch=self.epoch)  # fmt: skip
+            elif broker_id in state.isr and isr:
+                states[tp] = PartitionState(leader=state.leader,
+                                            leader_epoch=state.leader_epoch + 1, isr=isr,
+                                            controller_epoch=self.epoch)  # fmt: skip
+        written = self._write_states(states, create=False)
+        for node_id in self._brokers:
+            if node_id != broker_id:
+                self._send_leader_and_isr(
+                    node_id, [tp for tp in written if self._replica(node_id, tp)]
+                )
+        if written:
+            self._send_update_metadata(self._brokers, sorted(written))
+        remaining = sorted(tp for tp, p in self._partitions.items() if p.state.leader == broker_id)
+        log.warning("broker %d is shutting down: %d partitions changed, %d still led there",
+                    broker_id, len(written), len(remaining))  # fmt: skip
+        return 0, remaining
+
     def _on_preferred_election(self) -> None:
         """`/admin/preferred_replica_election` (kafka-preferred-replica-election.sh's znode):
         move leadership of the listed partitions to their preferred replica when it is live and
@@ -426,6 +594,7 @@ class Controller:
             if channel is not None:
                 channel.stop()
         self._brokers = current
+        self._shutting_down &= set(current) - new
         for node_id in new:
             self._open_channel(current[node_id])
         log.warning(

@@ -33,12 +33,14 @@ class ApiKey(enum.IntEnum):
     DELETE_TOPICS = 20
     DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
+    OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     INCREMENTAL_ALTER_CONFIGS = 44
     OFFSET_DELETE = 47
+    ALTER_PARTITION = 56
     DESCRIBE_CLUSTER = 60
 
 
@@ -64,6 +66,7 @@ ADVERTISED: Final = MappingProxyType(
         ApiKey.DELETE_TOPICS: (1, 6),
         ApiKey.DELETE_RECORDS: (0, 2),
         ApiKey.INIT_PRODUCER_ID: (0, 4),
+        ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
         ApiKey.DESCRIBE_CONFIGS: (1, 4),
         ApiKey.ALTER_CONFIGS: (0, 2),
         ApiKey.CREATE_PARTITIONS: (0, 3),
@@ -98,11 +101,16 @@ INTER_BROKER_VERSIONS: Final = MappingProxyType(
 )
 
 
+#: Served in cluster mode only, to other brokers: a leader's ISR changes, sent to the controller.
+CLUSTER_ONLY_VERSIONS: Final = MappingProxyType({ApiKey.ALTER_PARTITION: (2, 3)})
+
+
 def cluster_advertised() -> dict[int, tuple[int, int]]:
-    """The table of a broker in a ZooKeeper cluster: ADVERTISED plus INTER_BROKER_VERSIONS
-    (keyed by plain ints, as `decodable` takes them)."""
+    """The table of a broker in a ZooKeeper cluster: ADVERTISED plus INTER_BROKER_VERSIONS and
+    CLUSTER_ONLY_VERSIONS (keyed by plain ints, as `decodable` takes them)."""
     merged = {int(k): v for k, v in ADVERTISED.items()}
     merged.update({int(k): v for k, v in INTER_BROKER_VERSIONS.items()})
+    merged.update({int(k): v for k, v in CLUSTER_ONLY_VERSIONS.items()})
     return merged
 
 

@@ -292,7 +292,7 @@ TOPIC_CONFIGS: tuple[TopicConfigDef, ...] = (
         "The age at which a segment rolls.", "log.roll.ms", at_least(1)),
     TopicConfigDef("unclean.leader.election.enable", T.BOOLEAN, "false",
         "Whether a replica outside the ISR may become leader (losing data).",
-        "unclean.leader.election.enable", in_effect=False),
+        "unclean.leader.election.enable"),
     TopicConfigDef("high.watermark.policy", T.STRING, HW_LOG_END,
         "weir's own: log-end exposes records once appended; flushed once fsynced.",
         "log.high.watermark.policy", one_of(HW_LOG_END, HW_FLUSHED)),

@@ -23,6 +23,7 @@ from weir.clock import Clock
 from weir.storage.checkpoint import OffsetCheckpointFile, TopicPartition
 from weir.storage.files import (
     CLEAN_SHUTDOWN_FILE,
+    HIGH_WATERMARK_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
 )
@@ -39,6 +40,7 @@ class LogDirectory:
         self.offline_reason: str | None = None
         self.recovery_points = OffsetCheckpointFile(path / RECOVERY_POINT_CHECKPOINT)
         self.log_starts = OffsetCheckpointFile(path / LOG_START_OFFSET_CHECKPOINT)
+        self.high_watermarks = OffsetCheckpointFile(path / HIGH_WATERMARK_CHECKPOINT)
         self.clean_shutdown_marker = path / CLEAN_SHUTDOWN_FILE
         self._free_at_check = 0
         self._appended_since_check = 0
@@ -81,12 +83,16 @@ class LogDirectory:
             return {}
 
     def write_checkpoints(
-        self, recovery_points: dict[TopicPartition, int], log_starts: dict[TopicPartition, int]
+        self,
+        recovery_points: dict[TopicPartition, int],
+        log_starts: dict[TopicPartition, int],
+        high_watermarks: dict[TopicPartition, int],
     ) -> bool:
-        """Write both checkpoints; False (logged) if the disk refused. The previous files stay."""
+        """Write the checkpoints; False (logged) if the disk refused. The previous files stay."""
         try:
             self.recovery_points.write(recovery_points)
             self.log_starts.write(log_starts)
+            self.high_watermarks.write(high_watermarks)
         except OSError as exc:
             log.warning("checkpoints in %s not written: %s", self.path, exc)
             return False

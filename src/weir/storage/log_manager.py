@@ -6,6 +6,7 @@ Each log directory (`log.dirs`; one is the usual case) is laid out as::
         <topic>-<partition>/                 one PartitionLog each
         recovery-point-offset-checkpoint     per-partition recovery points
         log-start-offset-checkpoint          per-partition log start offsets
+        replication-offset-checkpoint        per-partition high watermarks (replication)
         .weir-clean-shutdown                 present only between a clean close and the next open
 
 A new partition goes to the online directory holding the fewest. A directory whose load or
@@ -102,6 +103,7 @@ class LogManager:
         clean = log_dir.clean_shutdown_marker.exists()
         recovery_points = log_dir.read_checkpoint(log_dir.recovery_points)
         log_starts = log_dir.read_checkpoint(log_dir.log_starts)
+        high_watermarks = log_dir.read_checkpoint(log_dir.high_watermarks)
         for directory in sorted(p for p in log_dir.path.iterdir() if p.is_dir()):
             if directory.name.endswith(DELETE_DIR_SUFFIX):
                 shutil.rmtree(directory, ignore_errors=True)
@@ -122,6 +124,7 @@ class LogManager:
                 self._scheduler,
                 recovery_point=recovery_points.get(tp, 0),
                 log_start_offset=log_starts.get(tp, 0),
+                high_watermark=high_watermarks.get(tp),
                 clean_shutdown=clean,
             )
         log_dir.clean_shutdown_marker.unlink(missing_ok=True)
@@ -328,6 +331,7 @@ class LogManager:
         return log_dir.write_checkpoints(
             {tp: pl.recovery_point for tp, pl in mine},
             {tp: pl.log_start_offset for tp, pl in mine},
+            {tp: pl.high_watermark for tp, pl in mine},
         )
 
     def close(self) -> None:

@@ -107,8 +107,11 @@ class PartitionLog:
         *,
         recovery_point: int = 0,
         log_start_offset: int = 0,
+        high_watermark: int | None = None,
         clean_shutdown: bool = False,
     ) -> None:
+        """`high_watermark`: the one checkpointed before a restart; it takes effect when the
+        log becomes a replica of a replicated partition (`become_replicated`)."""
         self.directory = directory
         self.config = config
         self._clock = clock
@@ -125,11 +128,17 @@ class PartitionLog:
         self._directory_unsynced = False
         self.first_dirty_offset = 0  # where compaction has not been yet (see cleaner.py)
         self.tombstones_due_ms: int | None = None  # when kept tombstones may go (cleaner.py)
+        #: a replica of a replicated partition: the high watermark moves only by
+        #: `update_high_watermark` (the leader's view of its followers), never by appends
+        self.replicated = False
         self._load(clean_shutdown)
         self.log_end_offset = self.active_segment.next_offset()
         self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
         self.recovery_point = self.log_end_offset  # clean, or recovered segments were fsynced
         self.high_watermark = self.log_end_offset
+        self._restored_high_watermark = (
+            self.log_end_offset if high_watermark is None else high_watermark
+        )
         self.epoch_cache.truncate_from_end(self.log_end_offset)
         self._unflushed_records = 0
         self._last_flush_ms = clock.monotonic_ms()
@@ -313,7 +322,7 @@ class PartitionLog:
                 raise LogWriteError(f"{self.directory.name}: append failed: {exc}") from exc
             raise LogDirectoryError(f"{self.directory.name}: append failed: {exc}") from exc
         self.log_end_offset = last + 1
-        if self.config.high_watermark_policy == HW_LOG_END:
+        if not self.replicated and self.config.high_watermark_policy == HW_LOG_END:
             self.high_watermark = self.log_end_offset
         self._unflushed_records += fields.records_count
         if self._unflushed_records >= self.config.flush_messages:
@@ -410,7 +419,7 @@ class PartitionLog:
         self.recovery_point = self.log_end_offset
         self._unflushed_records = 0
         self._last_flush_ms = self._clock.monotonic_ms()
-        if self.config.high_watermark_policy != HW_LOG_END:
+        if not self.replicated and self.config.high_watermark_policy != HW_LOG_END:
             self.high_watermark = self.log_end_offset
 
     # ---- read ---------------------------------------------------------------------------------
@@ -535,6 +544,18 @@ class PartitionLog:
         self.recovery_point = min(self.recovery_point, end)
         self.epoch_cache.truncate_from_end(end)
         fsync_directory(self.directory)
+
+    def become_replicated(self) -> None:
+        """From now on the high watermark moves only by `update_high_watermark`. The first
+        time, it goes back to the one checkpointed before the restart: records past it may
+        never have reached the other replicas, and must not be read until they have."""
+        with self._lock:
+            if self.replicated:
+                return
+            self.replicated = True
+            restored = max(self.log_start_offset, self._restored_high_watermark)
+            self.high_watermark = min(self.high_watermark, restored)
+            self._restored_high_watermark = self.log_end_offset
 
     def update_high_watermark(self, offset: int) -> None:
         with self._lock:

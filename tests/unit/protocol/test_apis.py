@@ -7,6 +7,7 @@ from kio.schema.index import api_key_map
 from weir.broker.handlers import HANDLERS
 from weir.protocol.apis import (
     ADVERTISED,
+    CLUSTER_ONLY_VERSIONS,
     INTER_BROKER_VERSIONS,
     REFUSED_BELOW,
     ApiKey,
@@ -17,15 +18,18 @@ from weir.protocol.apis import (
 
 
 def test_every_advertised_api_has_a_handler_and_every_handler_is_advertised() -> None:
-    assert set(ADVERTISED) == set(HANDLERS) - set(INTER_BROKER_VERSIONS)
+    cluster_only = set(INTER_BROKER_VERSIONS) | set(CLUSTER_ONLY_VERSIONS)
+    assert set(ADVERTISED) == set(HANDLERS) - cluster_only
 
 
-def test_a_cluster_broker_handles_the_controllers_requests_except_controlled_shutdown() -> None:
+def test_a_cluster_broker_handles_the_controllers_requests() -> None:
     served = set(cluster_advertised()) & set(HANDLERS)
     assert served == set(ADVERTISED) | {
         InterBrokerApiKey.LEADER_AND_ISR,
         InterBrokerApiKey.STOP_REPLICA,
         InterBrokerApiKey.UPDATE_METADATA,
+        InterBrokerApiKey.CONTROLLED_SHUTDOWN,
+        ApiKey.ALTER_PARTITION,
     }
 
 

@@ -17,6 +17,7 @@ from kio.schema.metadata.v12 import response as metadata_v12_response
 from weir.protocol import kio_legacy
 from weir.protocol.apis import (
     ADVERTISED,
+    CLUSTER_ONLY_VERSIONS,
     INTER_BROKER_VERSIONS,
     ApiKey,
     InterBrokerApiKey,
@@ -326,7 +327,8 @@ def test_inter_broker_apis_are_kafkas_keys_and_not_advertised_by_default() -> No
 def test_the_cluster_table_is_the_advertised_one_plus_the_inter_broker_apis() -> None:
     table = cluster_advertised()
     assert table == {**{int(k): v for k, v in ADVERTISED.items()},
-                     **{int(k): v for k, v in INTER_BROKER_VERSIONS.items()}}  # fmt: skip
+                     **{int(k): v for k, v in INTER_BROKER_VERSIONS.items()},
+                     **{int(k): v for k, v in CLUSTER_ONLY_VERSIONS.items()}}  # fmt: skip
     assert CLUSTER[ApiKey.PRODUCE][0] == 3  # refusals still apply
     assert CLUSTER[InterBrokerApiKey.LEADER_AND_ISR] == (0, 7)
 

@@ -89,8 +89,8 @@ class GroupCoordinator:
         self.groups: dict[str, Group] = {}
         self._load()
 
-    def _load(self) -> None:
-        state = self.store.load()
+    def _load(self, indexes: list[int] | None = None) -> None:
+        state = self.store.load(indexes)
         now = self._clock.monotonic_ms()
         for group_id in set(state.groups) | set(state.offsets):
             group = Group(group_id, offsets=state.offsets.get(group_id, {}))
@@ -99,11 +99,27 @@ class GroupCoordinator:
                 _restore(group, stored, now)
             self.groups[group_id] = group
 
+    def load_partition(self, index: int) -> None:
+        """This broker became the coordinator of the groups in `__consumer_offsets` partition
+        `index` (it leads it now): read their state from the log."""
+        self.unload_partition(index)
+        self._load([index])
+
+    def unload_partition(self, index: int) -> None:
+        """Another broker coordinates the groups of partition `index` now: forget them here;
+        their waiting members hear NOT_COORDINATOR and find the new coordinator."""
+        for group_id in [g for g in self.groups if self.store.partition_for(g) == index]:
+            group = self.groups.pop(group_id)
+            for member in list(group.members.values()):
+                _fail_waiters(member, ErrorCode.not_coordinator)
+
     # ---- join ---------------------------------------------------------------------------------
 
     async def join(self, request: JoinRequest) -> JoinResult:
         if not request.group_id:
             return JoinResult(ErrorCode.invalid_group_id)
+        if not self.store.is_coordinator(request.group_id):
+            return JoinResult(ErrorCode.not_coordinator)
         timeout = request.session_timeout_ms
         if not self.config.min_session_timeout_ms <= timeout <= self.config.max_session_timeout_ms:
             return JoinResult(ErrorCode.invalid_session_timeout)
@@ -355,6 +371,8 @@ class GroupCoordinator:
     def _validate_member(
         self, group_id: str, member_id: str, instance_id: str | None, generation: int
     ) -> tuple[Group | None, Member | None, ErrorCode]:
+        if not self.store.is_coordinator(group_id):
+            return None, None, ErrorCode.not_coordinator
         group = self.groups.get(group_id)
         if group is None or group.is_(DEAD):
             return None, None, ErrorCode.unknown_member_id
@@ -449,6 +467,8 @@ class GroupCoordinator:
     ) -> ErrorCode:
         if not group_id:
             return ErrorCode.invalid_group_id
+        if not self.store.is_coordinator(group_id):
+            return ErrorCode.not_coordinator
         group = self.groups.get(group_id)
         if generation < 0 and not member_id:
             if group is None:

@@ -62,6 +62,7 @@ class GroupStore:
         clock: Clock,
         *,
         replication: int = 1,
+        cluster: bool = False,
     ) -> None:
         """`replication`: the offsets topic's replication factor when it is created (in a
         cluster: `offsets.topic.replication.factor`)."""
@@ -69,6 +70,7 @@ class GroupStore:
         self._topics = topics
         self._clock = clock
         self._replication = replication
+        self._cluster = cluster
         info = topics.metadata.topic(OFFSETS_TOPIC)
         self.partitions = info.partitions if info is not None else partitions
         self._created = info is not None
@@ -114,9 +116,18 @@ class GroupStore:
     def ensure(self) -> None:
         self._ensure_topic()
 
-    def load(self) -> LoadedState:
+    def is_coordinator(self, group_id: str) -> bool:
+        """Whether this broker coordinates `group_id`: it leads the group's partition of
+        `__consumer_offsets` (always, on a single node)."""
+        if not self._cluster:
+            return True
+        partition = self._replicas.get(OFFSETS_TOPIC, self.partition_for(group_id))
+        return partition is not None and partition.is_leader
+
+    def load(self, indexes: Sequence[int] | None = None) -> LoadedState:
+        """Group state from the log of every partition here, or of `indexes`."""
         state = LoadedState()
-        for index in range(self.partitions):
+        for index in range(self.partitions) if indexes is None else indexes:
             partition = self._replicas.get(OFFSETS_TOPIC, index)
             if partition is None:
                 continue

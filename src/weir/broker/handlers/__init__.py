@@ -10,7 +10,9 @@ from typing import Any
 from weir.broker.context import BrokerContext
 from weir.broker.handlers import (
     alter_configs,
+    alter_partition,
     api_versions,
+    controlled_shutdown,
     create_partitions,
     create_topics,
     delete_groups,
@@ -33,6 +35,7 @@ from weir.broker.handlers import (
     offset_commit,
     offset_delete,
     offset_fetch,
+    offset_for_leader_epoch,
     produce,
     stop_replica,
     sync_group,
@@ -69,7 +72,10 @@ HANDLERS: MappingProxyType[int, Handler] = MappingProxyType({
     ApiKey.CREATE_PARTITIONS: create_partitions.handle,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: incremental_alter_configs.handle,
     ApiKey.DESCRIBE_CLUSTER: describe_cluster.handle,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: offset_for_leader_epoch.handle,
+    ApiKey.ALTER_PARTITION: alter_partition.handle,
     InterBrokerApiKey.LEADER_AND_ISR: leader_and_isr.handle,
     InterBrokerApiKey.STOP_REPLICA: stop_replica.handle,
     InterBrokerApiKey.UPDATE_METADATA: update_metadata.handle,
+    InterBrokerApiKey.CONTROLLED_SHUTDOWN: controlled_shutdown.handle,
 })  # fmt: skip

@@ -26,12 +26,17 @@ MARKER_BYTES = 16
 async def handle(broker: BrokerContext, request: Request) -> Any:
     body = request.body
     wanted = [
-        FetchRequestPartition(topic.topic, p.partition, p.fetch_offset, p.partition_max_bytes)
+        FetchRequestPartition(topic.topic, p.partition, p.fetch_offset, p.partition_max_bytes,
+                              getattr(p, "current_leader_epoch", -1))
         for topic in body.topics for p in topic.partitions
     ]  # fmt: skip
     max_wait_ms = int(body.max_wait.total_seconds() * 1000)
     results = await broker.replicas.fetch(
-        wanted, max_wait_ms=max(0, max_wait_ms), min_bytes=body.min_bytes, max_bytes=body.max_bytes
+        wanted,
+        max_wait_ms=max(0, max_wait_ms),
+        min_bytes=body.min_bytes,
+        max_bytes=body.max_bytes,
+        replica_id=getattr(body, "replica_id", -1),
     )
     try:
         return _response(request, results)

@@ -13,6 +13,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from weir.broker.context import BrokerContext, make
+from weir.broker.group.store import OFFSETS_TOPIC
 from weir.protocol.apis import InterBrokerApiKey
 from weir.protocol.codec import Request, response_module
 from weir.storage import StorageError
@@ -24,13 +25,11 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
     m = response_module(InterBrokerApiKey.LEADER_AND_ISR, request.api_version)
     body = request.body
     cluster = broker.cluster
-    error = (
-        cluster.check_controller(body.controller_epoch, body.broker_epoch)
-        if cluster is not None
-        else ErrorCode.stale_controller_epoch
-    )
+    error = broker.controller_request_error(body)
     if error is not ErrorCode.none:
         return make(m.LeaderAndIsrResponse, error_code=error, topics=(), partition_errors=())
+    assert cluster is not None
+    cluster.note_leaders({b.broker_id: (b.host_name, b.port) for b in body.live_leaders})
     topics = []
     flat = []
     for topic in body.topic_states:
@@ -73,12 +72,29 @@ async def _apply(broker: BrokerContext, topic: str, state: Any) -> ErrorCode:
     configs = info.configs if info is not None else {}
     try:
         config = broker.topics.check_configs(configs)
+        cluster = broker.cluster
+        assert cluster is not None
         if state.leader == node:
-            broker.replicas.become_leader(topic, state.partition_index, state.leader_epoch, config)
+            cluster.stop_following(topic, state.partition_index)
+            was_leader = current is not None and current.is_leader
+            broker.replicas.become_leader(
+                topic, state.partition_index, state.leader_epoch, config,
+                replicas=state.replicas, isr=state.isr,
+                partition_epoch=getattr(state, "partition_epoch", getattr(state, "zk_version", 0)),
+            )  # fmt: skip
+            if topic == OFFSETS_TOPIC and not was_leader:
+                broker.groups.load_partition(state.partition_index)
         else:
             broker.replicas.become_follower(
                 topic, state.partition_index, state.leader_epoch, config
             )
+            if topic == OFFSETS_TOPIC:
+                broker.groups.unload_partition(state.partition_index)
+            partition = broker.replicas.get(topic, state.partition_index)
+            if state.leader >= 0 and partition is not None:
+                cluster.follow(partition, state.leader, state.leader_epoch)
+            else:
+                cluster.stop_following(topic, state.partition_index)
     except StorageError as exc:
         log.error("%s-%d: no log: %s", topic, state.partition_index, exc)
         return ErrorCode.kafka_storage_error

@@ -15,14 +15,21 @@ from weir.protocol.codec import Request, response_module
 async def handle(broker: BrokerContext, request: Request) -> Any:
     m = response_module(ApiKey.OFFSET_FETCH, request.api_version)
     body = request.body
+    coordinates = broker.groups.store.is_coordinator
     if hasattr(body, "groups"):
         groups = tuple(
             make(m.OffsetFetchResponseGroup, group_id=g.group_id, error_code=ErrorCode.none,
                  topics=_topics(m, broker, g.group_id, g.topics, "OffsetFetchResponseTopics",
                                 "OffsetFetchResponsePartitions"))
+            if coordinates(g.group_id)
+            else make(m.OffsetFetchResponseGroup, group_id=g.group_id,
+                      error_code=ErrorCode.not_coordinator, topics=())
             for g in body.groups
         )  # fmt: skip
         return make(m.OffsetFetchResponse, throttle_time=datetime.timedelta(0), groups=groups)
+    if not coordinates(body.group_id):  # a moved coordinator: the client looks it up again
+        return make(m.OffsetFetchResponse, throttle_time=datetime.timedelta(0), topics=(),
+                    error_code=ErrorCode.not_coordinator)  # fmt: skip
     topics = _topics(m, broker, body.group_id, body.topics, "OffsetFetchResponseTopic",
                      "OffsetFetchResponsePartition")  # fmt: skip
     return make(

@@ -1,10 +1,13 @@
-"""Produce (0): validate and append one batch per partition; acks 0, 1 and -1 (all) are the
-same on a single node once the batch is in the log, except that acks=-1 on a topic whose
-min.insync.replicas exceeds the single replica is refused (NOT_ENOUGH_REPLICAS), as Kafka refuses
-it. acks=0 gets no response. Records a topic refuses are named in `record_errors`."""
+"""Produce (0): validate and append one batch per partition. acks=1 answers once the leader has
+appended; acks=-1 (all) answers once every in-sync replica has the batch (the high watermark
+reached it; a delayed produce, no polling) or `timeout_ms` ran out (REQUEST_TIMED_OUT), and is
+refused with NOT_ENOUGH_REPLICAS when the ISR is smaller than `min.insync.replicas` (before the
+append) or NOT_ENOUGH_REPLICAS_AFTER_APPEND (after it). On a single node the batch is in sync
+once appended. acks=0 gets no response. Records a topic refuses are named in `record_errors`."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 from typing import Any
 
@@ -15,24 +18,34 @@ from weir.protocol.apis import ApiKey
 from weir.protocol.codec import Request, response_module
 from weir.protocol.errors import InvalidRequestError
 
-VALID_ACKS = (0, 1, -1)
+ACKS_ALL = -1
+VALID_ACKS = (0, 1, ACKS_ALL)
 
 
 async def handle(broker: BrokerContext, request: Request) -> Any:
     m = response_module(ApiKey.PRODUCE, request.api_version)
     body = request.body
-    topics = []
+    answered: list[tuple[str, list[Any]]] = []
+    waits = []
     for topic in body.topic_data:
-        partitions = []
+        partitions: list[Any] = []
         for data in topic.partition_data:
-            response, message = _append(m, broker, topic.name, data, body.acks)
+            response, message, end_offset = _append(m, broker, topic.name, data, body.acks)
             if response.error_code != ErrorCode.none:
                 where = f"{topic.name}-{data.index}"
                 broker.request_log.refused(request, where, response.error_code, message)
+            elif body.acks == ACKS_ALL and broker.replicas.replicating(
+                topic.name, data.index, end_offset
+            ):
+                waits.append((topic.name, len(partitions), data.index, end_offset))
             partitions.append(response)
-        topics.append(
-            make(m.TopicProduceResponse, name=topic.name, partition_responses=tuple(partitions))
-        )
+        answered.append((topic.name, partitions))
+    if waits:
+        await _wait_replicated(broker, request, m, answered, waits)
+    topics = [
+        make(m.TopicProduceResponse, name=name, partition_responses=tuple(partitions))
+        for name, partitions in answered
+    ]
     if body.acks == 0:
         failed = [p for t in topics for p in t.partition_responses if p.error_code]
         if failed:  # no response is read: closing the connection is how Kafka tells the client
@@ -41,16 +54,39 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
     return make(m.ProduceResponse, responses=tuple(topics), throttle_time=datetime.timedelta(0))
 
 
+async def _wait_replicated(
+    broker: BrokerContext,
+    request: Request,
+    m: Any,
+    answered: list[tuple[str, list[Any]]],
+    waits: list[tuple[str, int, int, int]],
+) -> None:
+    """Wait for acks=all partitions to be replicated; their errors replace the responses."""
+    timeout_ms = int(request.body.timeout.total_seconds() * 1000)
+    errors = await asyncio.gather(*(
+        broker.replicas.wait_replicated(topic, index, end, timeout_ms)
+        for topic, _, index, end in waits
+    ))  # fmt: skip
+    by_topic = {name: partitions for name, partitions in answered}
+    for (topic, position, index, _), error in zip(waits, errors, strict=True):
+        if error is ErrorCode.none:
+            continue
+        message = f"acks=all: {error.name}"
+        broker.request_log.refused(request, f"{topic}-{index}", error, message)
+        by_topic[topic][position] = _error(m, index, error, message)
+
+
 def _append(
     m: Any, broker: BrokerContext, topic: str, data: Any, acks: int
-) -> tuple[Any, str | None]:
-    """The partition's response, and the reason for its error if it has one."""
+) -> tuple[Any, str | None, int]:
+    """The partition's response, the reason for its error if it has one, and the log end
+    offset after the append (-1 if nothing was appended)."""
     if acks not in VALID_ACKS:
         message = f"acks={acks}"
-        return _error(m, data.index, ErrorCode.invalid_required_acks, message), message
+        return _error(m, data.index, ErrorCode.invalid_required_acks, message), message, -1
     if body_is_transactional(data.records):
         message = "transactions are not supported"
-        return _error(m, data.index, ErrorCode.transactional_id_not_found, message), message
+        return _error(m, data.index, ErrorCode.transactional_id_not_found, message), message, -1
     result = broker.replicas.append(topic, data.index, data.records, acks=acks)
     record_errors: tuple[Any, ...] = ()
     if hasattr(m, "BatchIndexAndErrorMessage"):
@@ -68,7 +104,7 @@ def _append(
         record_errors=record_errors,
         error_message=result.message,
     )
-    return response, result.message
+    return response, result.message, result.end_offset
 
 
 def body_is_transactional(records: bytes | None) -> bool:

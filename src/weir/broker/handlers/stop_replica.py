@@ -17,17 +17,14 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
     m = response_module(InterBrokerApiKey.STOP_REPLICA, request.api_version)
     body = request.body
     cluster = broker.cluster
-    error = (
-        cluster.check_controller(body.controller_epoch, body.broker_epoch)
-        if cluster is not None
-        else ErrorCode.stale_controller_epoch
-    )
-    if error is not ErrorCode.none:
+    error = broker.controller_request_error(body)
+    if error is not ErrorCode.none or cluster is None:
         return make(m.StopReplicaResponse, error_code=error, partition_errors=())
     results = []
     for topic, index, delete in _partitions(body):
         code = ErrorCode.none
         try:
+            cluster.stop_following(topic, index)
             broker.replicas.stop_replica(topic, index, delete=delete)
         except StorageError:
             code = ErrorCode.kafka_storage_error

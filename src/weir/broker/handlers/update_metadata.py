@@ -15,10 +15,7 @@ from weir.protocol.codec import Request, response_module
 async def handle(broker: BrokerContext, request: Request) -> Any:
     m = response_module(InterBrokerApiKey.UPDATE_METADATA, request.api_version)
     body = request.body
-    cluster = broker.cluster
-    if cluster is None:
-        return make(m.UpdateMetadataResponse, error_code=ErrorCode.stale_controller_epoch)
-    error = cluster.check_controller(body.controller_epoch, body.broker_epoch)
-    if error is ErrorCode.none:
-        cluster.cache.apply(body)
+    error = broker.controller_request_error(body)
+    if error is ErrorCode.none and broker.cluster is not None:
+        broker.cluster.cache.apply(body)
     return make(m.UpdateMetadataResponse, error_code=error)

@@ -1,0 +1,274 @@
+"""Followers replicate: one fetcher per leader broker, fetching all the partitions this broker
+follows from it in one Fetch request (replica_id set), appending the leader's batches byte for
+byte (offsets and leader epochs as the leader wrote them).
+
+Before a partition is fetched after a leader change, its follower asks the leader where its own
+latest leader epoch ends (OffsetForLeaderEpoch, KIP-101/279) and truncates there: a tail written
+under an epoch the new leader does not have (an old leader's unreplicated writes) is cut, never
+served. The follower's high watermark is the leader's, bounded by its own log end.
+
+Thread-safety: event-loop only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from weir.broker.peer import PeerConnection
+from weir.broker.replica_manager import Partition, ReplicaManager
+from weir.protocol.apis import ApiKey
+from weir.protocol.errors import RemoteProtocolError
+from weir.records import iter_batches
+from weir.storage import StorageError
+
+log = logging.getLogger(__name__)
+
+FETCH_VERSION = 12
+EPOCH_VERSION = 4
+MAX_WAIT_MS = 500
+FETCH_MAX_BYTES = 16 * 1024 * 1024
+PARTITION_MAX_BYTES = 1024 * 1024
+RETRY_BACKOFF_S = 0.5
+CLIENT_ID = "weir-replica-fetcher"
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass(slots=True)
+class _Followed:
+    partition: Partition
+    leader_epoch: int
+    #: whether the log was truncated to the leader's end of our latest epoch
+    truncated: bool = False
+
+
+class LeaderFetcher:
+    """Fetches every partition this broker follows from one leader."""
+
+    def __init__(
+        self,
+        node_id: int,
+        leader_id: int,
+        address: tuple[str, int],
+        replicas: ReplicaManager,
+        request_types: Callable[[int, int], Any],
+    ) -> None:
+        self.node_id = node_id
+        self.leader_id = leader_id
+        self.address = address
+        self._replicas = replicas
+        self._request_module = request_types
+        self.partitions: dict[TopicPartition, _Followed] = {}
+        self._connection = PeerConnection(address, CLIENT_ID)
+        self._wake = asyncio.Event()
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    def add(self, partition: Partition, leader_epoch: int) -> None:
+        self.partitions[(partition.topic, partition.index)] = _Followed(partition, leader_epoch)
+        self._wake.set()
+
+    def remove(self, tp: TopicPartition) -> None:
+        self.partitions.pop(tp, None)
+
+    async def close(self) -> None:
+        self._task.cancel()
+        await asyncio.gather(self._task, return_exceptions=True)
+        self._connection.close()
+
+    async def _run(self) -> None:
+        while True:
+            if not self.partitions:
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            try:
+                await self._truncate_diverged()
+                await self._fetch_once()
+            except (OSError, asyncio.IncompleteReadError, RemoteProtocolError) as exc:
+                log.info("fetching from broker %d at %s:%d: %s; retrying", self.leader_id,
+                         *self.address, exc)  # fmt: skip
+                await asyncio.sleep(RETRY_BACKOFF_S)
+
+    async def _exchange(self, api_key: int, version: int, body: Any) -> Any:
+        return await self._connection.request(api_key, version, body)
+
+    # ---- truncation ----------------------------------------------------------------------------
+
+    async def _truncate_diverged(self) -> None:
+        pending = [f for f in self.partitions.values() if not f.truncated]
+        if not pending:
+            return
+        m = self._request_module(ApiKey.OFFSET_FOR_LEADER_EPOCH, EPOCH_VERSION)
+        topics: dict[str, list[Any]] = {}
+        for entry in pending:
+            partition = entry.partition
+            topics.setdefault(partition.topic, []).append(
+                m.OffsetForLeaderPartition(
+                    partition=partition.index,
+                    current_leader_epoch=entry.leader_epoch,
+                    leader_epoch=partition.log.latest_epoch,
+                )
+            )
+        body = m.OffsetForLeaderEpochRequest(
+            replica_id=self.node_id,
+            topics=tuple(
+                m.OffsetForLeaderTopic(topic=t, partitions=tuple(ps)) for t, ps in topics.items()
+            ),
+        )
+        response = await self._exchange(ApiKey.OFFSET_FOR_LEADER_EPOCH, EPOCH_VERSION, body)
+        for topic in response.topics:
+            for answer in topic.partitions:
+                followed = self.partitions.get((topic.topic, answer.partition))
+                if followed is None or followed.truncated:
+                    continue
+                if answer.error_code != ErrorCode.none:
+                    log.info("%s-%d: leader %d answers %s to OffsetForLeaderEpoch", topic.topic,
+                             answer.partition, self.leader_id, answer.error_code)  # fmt: skip
+                    continue
+                self._truncate(followed, answer.leader_epoch, answer.end_offset)
+
+    def _truncate(self, followed: _Followed, epoch: int, end_offset: int) -> None:
+        """KIP-279: cut at the leader's end of the epoch, or at our own end of the epoch the
+        leader answered with, whichever is first."""
+        log_ = followed.partition.log
+        target = log_.log_end_offset
+        if epoch >= 0 and end_offset >= 0:
+            own_epoch, own_end = log_.epoch_cache.end_offset_for(epoch, log_.log_end_offset)
+            target = min(target, end_offset)
+            if own_epoch == epoch:
+                target = min(target, own_end)
+        elif end_offset < 0:  # the leader has no epoch that old: start from its log
+            target = log_.high_watermark
+        if target < log_.log_end_offset:
+            log.warning("%s-%d: truncating from %d to %d (leader %d, epoch %d)",
+                        followed.partition.topic, followed.partition.index, log_.log_end_offset,
+                        target, self.leader_id, epoch)  # fmt: skip
+            log_.truncate_to(target)
+            self._replicas.reload_producer_state(followed.partition)
+        followed.truncated = True
+
+    # ---- fetch ---------------------------------------------------------------------------------
+
+    async def _fetch_once(self) -> None:
+        ready = [f for f in self.partitions.values() if f.truncated]
+        if not ready:
+            await asyncio.sleep(RETRY_BACKOFF_S)
+            return
+        m = self._request_module(ApiKey.FETCH, FETCH_VERSION)
+        topics: dict[str, list[Any]] = {}
+        for entry in ready:
+            partition_log = entry.partition.log
+            topics.setdefault(entry.partition.topic, []).append(
+                m.FetchPartition(
+                    partition=entry.partition.index,
+                    current_leader_epoch=entry.leader_epoch,
+                    fetch_offset=partition_log.log_end_offset,
+                    last_fetched_epoch=partition_log.latest_epoch,
+                    log_start_offset=partition_log.log_start_offset,
+                    partition_max_bytes=PARTITION_MAX_BYTES,
+                )
+            )
+        body = m.FetchRequest(
+            cluster_id=None,
+            replica_id=self.node_id,
+            max_wait=datetime.timedelta(milliseconds=MAX_WAIT_MS),
+            min_bytes=1,
+            max_bytes=FETCH_MAX_BYTES,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            topics=tuple(m.FetchTopic(topic=t, partitions=tuple(ps)) for t, ps in topics.items()),
+            forgotten_topics_data=(),
+            rack_id="",
+        )
+        response = await self._exchange(ApiKey.FETCH, FETCH_VERSION, body)
+        refused = 0
+        for topic in response.responses:
+            for data in topic.partitions:
+                followed = self.partitions.get((topic.topic, data.partition_index))
+                if followed is not None:
+                    self._apply(followed, data)
+                refused += data.error_code != ErrorCode.none
+        if refused and refused == len(ready):
+            await asyncio.sleep(RETRY_BACKOFF_S)  # as replica.fetch.backoff.ms: no busy loop
+
+    def _apply(self, followed: _Followed, data: Any) -> None:
+        partition = followed.partition
+        partition_log = partition.log
+        if data.error_code == ErrorCode.offset_out_of_range:
+            if partition_log.log_end_offset < data.log_start_offset:
+                partition_log.truncate_fully_and_start_at(data.log_start_offset)
+            else:
+                followed.truncated = False  # diverged: ask for the epoch's end again
+            return
+        if data.error_code != ErrorCode.none:
+            if data.error_code in (ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch,
+                                   ErrorCode.unknown_leader_epoch):  # fmt: skip
+                return  # the controller will say who leads now
+            log.info("%s-%d: fetch from %d: %s", partition.topic, partition.index,
+                     self.leader_id, data.error_code)  # fmt: skip
+            return
+        records = data.records
+        if records:
+            try:
+                partition_log.append_as_follower(records)
+            except StorageError as exc:
+                log.error("%s-%d: follower append failed: %s", partition.topic, partition.index,
+                          exc)  # fmt: skip
+                return
+            for header in iter_batches(records):
+                partition.producers.record(header.fields(), header.base_offset)
+        partition_log.update_high_watermark(min(data.high_watermark, partition_log.log_end_offset))
+
+
+class ReplicaFetchers:
+    """The fetchers of this broker, one per leader it follows partitions from."""
+
+    def __init__(self, node_id: int, replicas: ReplicaManager) -> None:
+        self.node_id = node_id
+        self._replicas = replicas
+        self._fetchers: dict[int, LeaderFetcher] = {}
+        self._following: dict[TopicPartition, int] = {}
+
+    def follow(
+        self, partition: Partition, leader_id: int, address: tuple[str, int], leader_epoch: int
+    ) -> None:
+        tp = (partition.topic, partition.index)
+        self.stop_following(tp)
+        fetcher = self._fetchers.get(leader_id)
+        if fetcher is None or fetcher.address != address:
+            fetcher = LeaderFetcher(
+                self.node_id, leader_id, address, self._replicas, _request_module
+            )
+            old = self._fetchers.get(leader_id)
+            if old is not None:
+                for followed in old.partitions.values():
+                    fetcher.add(followed.partition, followed.leader_epoch)
+                asyncio.get_running_loop().create_task(old.close())
+            self._fetchers[leader_id] = fetcher
+        fetcher.add(partition, leader_epoch)
+        self._following[tp] = leader_id
+
+    def stop_following(self, tp: TopicPartition) -> None:
+        leader = self._following.pop(tp, None)
+        if leader is not None and leader in self._fetchers:
+            self._fetchers[leader].remove(tp)
+
+    async def close(self) -> None:
+        await asyncio.gather(*(f.close() for f in self._fetchers.values()))
+        self._fetchers.clear()
+
+
+def _request_module(api_key: int, version: int) -> Any:
+    from kio.index import load_payload_module
+    from kio.static.constants import EntityType
+
+    return load_payload_module(api_key, version, EntityType.request)
+

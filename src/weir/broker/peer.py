@@ -1,0 +1,55 @@
+"""A connection from this broker to another one, for its own requests (a follower's fetches, a
+leader's ISR changes): one request at a time, Kafka framing, reconnected on the next request
+after a failure."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from typing import Any
+
+from weir.protocol.codec import decode_response, encode_request
+from weir.protocol.errors import RemoteProtocolError
+
+_SIZE = struct.Struct(">i")
+
+
+class PeerConnection:
+    def __init__(self, address: tuple[str, int], client_id: str) -> None:
+        self.address = address
+        self._client_id = client_id
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._correlation = 0
+        self._lock = asyncio.Lock()
+
+    async def request(self, api_key: int, version: int, body: Any) -> Any:
+        """Send one request and return its response body. OSError, IncompleteReadError or
+        RemoteProtocolError on failure (the connection is then closed)."""
+        async with self._lock:
+            try:
+                return await self._exchange(api_key, version, body)
+            except BaseException:
+                self.close()
+                raise
+
+    async def _exchange(self, api_key: int, version: int, body: Any) -> Any:
+        if self._writer is None:
+            self._reader, self._writer = await asyncio.open_connection(*self.address)
+        assert self._reader is not None
+        self._correlation += 1
+        self._writer.write(
+            encode_request(api_key, version, self._correlation, self._client_id, body)
+        )
+        await self._writer.drain()
+        (size,) = _SIZE.unpack(await self._reader.readexactly(_SIZE.size))
+        payload = await self._reader.readexactly(size)
+        correlation_id, response = decode_response(api_key, version, payload)
+        if correlation_id != self._correlation:
+            raise RemoteProtocolError(f"response {correlation_id} to request {self._correlation}")
+        return response
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+        self._reader = self._writer = None
