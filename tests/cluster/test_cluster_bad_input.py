@@ -206,10 +206,6 @@ def test_malformed_topic_and_broker_znodes_are_logged_and_skipped(
     wait_same_everywhere(cluster.values(), "after-failover", 2)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "weir bug: a failed op in the controller's fenced ZooKeeper transaction rolls back the "
-    "epoch check too (kazoo's RolledBackError), which _write_states reads as 'controller moved': "
-    "every new controller resigns, election storm"))  # fmt: skip
 def test_a_malformed_partition_state_does_not_unseat_the_controller(
     zookeeper, cluster_brokers, zk_view
 ):
@@ -228,10 +224,6 @@ def test_a_malformed_partition_state_does_not_unseat_the_controller(
     wait_same_everywhere(survivors, "after", 2)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "weir bug: deleting a topic whose config znode is missing fails the fenced delete; the "
-    "rolled-back epoch check (RolledBackError) is read as 'controller moved' (_fenced_delete): "
-    "the controller resigns and every successor does the same, forever"))  # fmt: skip
 def test_a_deletion_request_for_a_missing_topic_is_dropped(zookeeper, cluster_brokers, zk_view):
     broker = cluster_brokers.add(1, f"{zookeeper.connect}{CHROOT}", config=CONFIG)
     broker.start()

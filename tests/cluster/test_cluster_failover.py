@@ -329,9 +329,6 @@ def test_paused_controller_is_fenced_after_it_resumes(cluster, zk_view, figure):
     assert f"broker {new} is the controller" not in logs
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "weir bug: Controller._on_session('lost') clears _active before queuing 'resign', so "
-    "_resign sees was_active False and never logs that it is no longer controller"))  # fmt: skip
 def test_a_controller_that_lost_its_session_says_so(zookeeper, cluster_brokers, zk_view):
     brokers = cluster_brokers.start_cluster(
         f"{zookeeper.connect}{CHROOT}", 2, config={**CONFIG, "zookeeper.session.timeout.ms": 3000}
@@ -353,11 +350,6 @@ CLEAN_RESTARTS = 20
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=(
-    "weir bug (a race, hit in about 1 of 4 clean stops here): on a clean stop the controller "
-    "deletes /controller, its own DataWatch re-arms with a GetData, and kazoo's stop() leaves "
-    "its loop before sending Close: the session and /brokers/ids/N live until it expires, and "
-    "an immediate restart is refused as a duplicate node id"))  # fmt: skip
 def test_a_cleanly_stopped_broker_can_start_again_at_once(zookeeper, cluster_brokers, zk_view):
     """A clean stop closes the ZooKeeper session, so the registration goes at once and the same
     node id can start again right away (as a Kafka broker can). Repeated, since the race that

@@ -154,6 +154,11 @@ class Controller:
 
     def _on_session(self, event: str) -> None:
         if event == "lost":
+            if self._active:
+                log.warning(
+                    "broker %d is no longer the controller: it lost its ZooKeeper session",
+                    self.node_id,
+                )
             self._active = False  # at once: the sender threads check it before every request
             self._events.put(("resign",))
         elif event == "registered":
@@ -405,7 +410,7 @@ class Controller:
             transaction.check(znodes.CONTROLLER_EPOCH, self._epoch_version)
             transaction.delete(path)
             results = transaction.commit()
-            if isinstance(results[0], Exception):
+            if _epoch_check_failed(results):
                 raise ControllerMovedError("the controller epoch changed")
             failure = results[1]
             if isinstance(failure, Exception) and not isinstance(failure, NoNodeError):
@@ -667,7 +672,7 @@ class Controller:
         moved = False
         for tp, state, result in pending:
             outcome = result.get()
-            if isinstance(outcome[0], Exception):
+            if _epoch_check_failed(outcome):
                 moved = True
                 continue
             if isinstance(outcome[1], Exception):
@@ -776,3 +781,10 @@ class Controller:
         channel = self._channels.get(node_id)
         if channel is not None and self._active:
             channel.send(api_key, version, body, on_response)
+
+
+def _epoch_check_failed(results: list[Any]) -> bool:
+    """Whether a fenced transaction failed on its first operation, the check of
+    `/controller_epoch` (another controller took over). When a later operation fails instead,
+    kazoo reports the check as rolled back (RolledBackError), which is not a lost epoch."""
+    return isinstance(results[0], (BadVersionError, NoNodeError))

@@ -139,6 +139,7 @@ class ZooKeeperMetadataStore:
                     raise ZooKeeperUnavailableError(
                         f"ZooKeeper at {self.address.hosts} did not answer"
                     ) from None
+                log.warning("ZooKeeper at %s not reachable yet; retrying", self.address.hosts)
                 time.sleep(CONNECT_RETRY_S)
         try:
             root.ensure_path(self.address.chroot)
@@ -147,7 +148,19 @@ class ZooKeeperMetadataStore:
             root.close()
 
     def close(self) -> None:
+        """Remove this broker's registration, then end the session. The registration goes
+        first and explicitly: a session whose close request is lost (a watch's request in
+        flight as the client stops) would keep it, and refuse a restart, until it expires."""
+        registration, self._registration = self._registration, None
         try:
+            if registration is not None and self.client.connected:
+                path = znodes.broker_path(registration.node_id)
+                try:
+                    _, stat = self.client.get(path)
+                    if stat.ephemeralOwner == self.session_id:
+                        self.client.delete(path, version=stat.version)
+                except NoNodeError:
+                    pass
             self.client.stop()
             self.client.close()
         except KazooException as exc:
