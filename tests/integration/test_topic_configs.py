@@ -89,6 +89,7 @@ SAMPLES = {
     "segment.ms": "3600000",
     "unclean.leader.election.enable": "true",
     "high.watermark.policy": "flushed",
+    "replica.placement.strategy": "consistent-hash",
 }
 BROKER_CONFIG = {"log.retention.ms": 3_600_000, "log.segment.bytes": 65536, "num.partitions": 1}
 
