@@ -14,21 +14,31 @@ from weir.protocol.errors import RemoteProtocolError
 _SIZE = struct.Struct(">i")
 
 
+#: how long one request may take before the connection is given up (Kafka's request.timeout.ms)
+REQUEST_TIMEOUT_S = 30.0
+
+
 class PeerConnection:
-    def __init__(self, address: tuple[str, int], client_id: str) -> None:
+    def __init__(
+        self, address: tuple[str, int], client_id: str, *, timeout_s: float = REQUEST_TIMEOUT_S
+    ) -> None:
         self.address = address
         self._client_id = client_id
+        self._timeout_s = timeout_s
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._correlation = 0
         self._lock = asyncio.Lock()
 
     async def request(self, api_key: int, version: int, body: Any) -> Any:
-        """Send one request and return its response body. OSError, IncompleteReadError or
-        RemoteProtocolError on failure (the connection is then closed)."""
+        """Send one request and return its response body. OSError (TimeoutError after the
+        request timeout), IncompleteReadError or RemoteProtocolError on failure (the connection
+        is then closed)."""
         async with self._lock:
             try:
-                return await self._exchange(api_key, version, body)
+                return await asyncio.wait_for(
+                    self._exchange(api_key, version, body), self._timeout_s
+                )
             except BaseException:
                 self.close()
                 raise

@@ -311,10 +311,6 @@ class ReplicaManager:
             )
         except ProducerStateError as exc:
             return AppendResult(ErrorCode(exc.error_code), message=str(exc))
-        if duplicate is not None:
-            return AppendResult(
-                ErrorCode.none, duplicate.first_offset, -1, partition.log.log_start_offset
-            )
         isr_size = len(partition.leader_state.isr) if partition.leader_state else ISR_SIZE
         if acks == ACKS_ALL and config.min_insync_replicas > isr_size:
             message = (
@@ -322,6 +318,14 @@ class ReplicaManager:
                 f"requirement of {config.min_insync_replicas} for partition {topic}-{index}"
             )
             return AppendResult(ErrorCode.not_enough_replicas, message=message)
+        if duplicate is not None:  # a retry: answered like the original, once as replicated
+            return AppendResult(
+                ErrorCode.none,
+                duplicate.first_offset,
+                -1,
+                partition.log.log_start_offset,
+                end_offset=duplicate.last_offset + 1,
+            )
         if not reserve_exempt:
             shortfall = self.log_manager.free_space_shortfall(topic, index, self._min_free_bytes)
             if shortfall is not None:

@@ -199,6 +199,8 @@ class Controller:
                     self._resign()
                 elif self._active:
                     getattr(self, f"_on_{kind}")(*event[1:])
+                else:
+                    _answer_not_controller(event)
             except ControllerMovedError as exc:
                 log.warning("controller epoch %d is over: %s", self.epoch, exc)
                 self._resign()
@@ -442,8 +444,8 @@ class Controller:
     ) -> None:
         try:
             results = self._alter_partition(broker_id, broker_epoch, changes)
-        except BaseException as exc:
-            future.set_exception(exc)
+        except BaseException:
+            future.set_result(None)  # answered NOT_CONTROLLER: the leader asks again
             raise
         future.set_result(results)
 
@@ -512,8 +514,9 @@ class Controller:
     ) -> None:
         try:
             future.set_result(self._controlled_shutdown(broker_id, broker_epoch))
-        except BaseException as exc:
-            future.set_exception(exc)
+        except BaseException:
+            if not future.done():
+                future.set_result(None)
             raise
 
     def _controlled_shutdown(
@@ -788,3 +791,11 @@ def _epoch_check_failed(results: list[Any]) -> bool:
     `/controller_epoch` (another controller took over). When a later operation fails instead,
     kazoo reports the check as rolled back (RolledBackError), which is not a lost epoch."""
     return isinstance(results[0], (BadVersionError, NoNodeError))
+
+
+def _answer_not_controller(event: tuple[Any, ...]) -> None:
+    """An event that carries a broker's request, reached after this broker stopped being the
+    controller: its future answers None (NOT_CONTROLLER), so the requester asks again."""
+    future = event[-1]
+    if isinstance(future, concurrent.futures.Future) and not future.done():
+        future.set_result(None)
