@@ -131,9 +131,7 @@ class MetadataCache:
 
     def has_leaders(self, topic: str, count: int) -> bool:
         partitions = self.topics.get(topic, {})
-        return len(partitions) >= count and all(
-            partitions[i].leader != NO_LEADER for i in range(count) if i in partitions
-        )
+        return all(i in partitions and partitions[i].leader != NO_LEADER for i in range(count))
 
 
 class ClusterNode:
@@ -224,8 +222,7 @@ class ClusterNode:
         broker = self.cache.brokers.get(node_id)
         if broker is not None:
             return broker.host, broker.port
-        registration = self._leader_addresses.get(node_id)
-        return registration
+        return self._leader_addresses.get(node_id)
 
     def note_leaders(self, leaders: dict[int, tuple[str, int]]) -> None:
         """Addresses of leaders named by a LeaderAndIsr request (it may come before any

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +23,7 @@ from kio.schema.errors import ErrorCode
 from weir.broker.peer import PeerConnection
 from weir.broker.replica_manager import Partition, ReplicaManager
 from weir.protocol.apis import ApiKey
+from weir.protocol.codec import request_module
 from weir.protocol.errors import RemoteProtocolError
 from weir.records import iter_batches
 from weir.storage import StorageError
@@ -58,13 +58,11 @@ class LeaderFetcher:
         leader_id: int,
         address: tuple[str, int],
         replicas: ReplicaManager,
-        request_types: Callable[[int, int], Any],
     ) -> None:
         self.node_id = node_id
         self.leader_id = leader_id
         self.address = address
         self._replicas = replicas
-        self._request_module = request_types
         self.partitions: dict[TopicPartition, _Followed] = {}
         self._connection = PeerConnection(address, CLIENT_ID)
         self._wake = asyncio.Event()
@@ -105,7 +103,7 @@ class LeaderFetcher:
         pending = [f for f in self.partitions.values() if not f.truncated]
         if not pending:
             return
-        m = self._request_module(ApiKey.OFFSET_FOR_LEADER_EPOCH, EPOCH_VERSION)
+        m = request_module(ApiKey.OFFSET_FOR_LEADER_EPOCH, EPOCH_VERSION)
         topics: dict[str, list[Any]] = {}
         for entry in pending:
             partition = entry.partition
@@ -161,7 +159,7 @@ class LeaderFetcher:
         if not ready:
             await asyncio.sleep(RETRY_BACKOFF_S)
             return
-        m = self._request_module(ApiKey.FETCH, FETCH_VERSION)
+        m = request_module(ApiKey.FETCH, FETCH_VERSION)
         topics: dict[str, list[Any]] = {}
         for entry in ready:
             partition_log = entry.partition.log
@@ -245,7 +243,7 @@ class ReplicaFetchers:
         fetcher = self._fetchers.get(leader_id)
         if fetcher is None or fetcher.address != address:
             fetcher = LeaderFetcher(
-                self.node_id, leader_id, address, self._replicas, _request_module
+                self.node_id, leader_id, address, self._replicas
             )
             old = self._fetchers.get(leader_id)
             if old is not None:
@@ -264,11 +262,3 @@ class ReplicaFetchers:
     async def close(self) -> None:
         await asyncio.gather(*(f.close() for f in self._fetchers.values()))
         self._fetchers.clear()
-
-
-def _request_module(api_key: int, version: int) -> Any:
-    from kio.index import load_payload_module
-    from kio.static.constants import EntityType
-
-    return load_payload_module(api_key, version, EntityType.request)
-

@@ -8,10 +8,9 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from kio.index import load_payload_module
-from kio.static.constants import EntityType
-
 from weir.cluster.znodes import BrokerRegistration
+from weir.protocol.apis import ApiKey
+from weir.protocol.codec import request_module
 from weir.protocol.kio_legacy.controlled_shutdown.v3 import request as _shutdown
 from weir.protocol.kio_legacy.leader_and_isr.v6 import request as _lai
 from weir.protocol.kio_legacy.stop_replica.v3 import request as _stop
@@ -170,7 +169,7 @@ def alter_partition_request(
     isr: Sequence[int],
 ) -> Any:
     """A leader's proposed ISR for one partition (AlterPartition v2, by topic id)."""
-    m: Any = load_payload_module(56, ALTER_PARTITION_VERSION, EntityType.request)
+    m = request_module(ApiKey.ALTER_PARTITION, ALTER_PARTITION_VERSION)
     return m.AlterPartitionRequest(
         broker_id=broker_id,
         broker_epoch=broker_epoch,

@@ -227,3 +227,9 @@ def response_type(api_key: int, api_version: int) -> type:
 def response_module(api_key: int, api_version: int) -> Any:
     """kio's module of response classes for one API version (looked up once)."""
     return _payload_module(api_key, api_version, EntityType.response)
+
+
+@cache
+def request_module(api_key: int, api_version: int) -> Any:
+    """kio's module of request classes for one API version, for requests this broker sends."""
+    return _payload_module(api_key, api_version, EntityType.request)
