@@ -34,7 +34,7 @@ from weir.broker.config import BrokerConfig
 from weir.broker.fetcher import ReplicaFetchers
 from weir.broker.peer import PeerConnection
 from weir.broker.replica_manager import Partition, ReplicaManager
-from weir.cluster.controller import Controller
+from weir.cluster.controller import Controller, LeaderBalance
 from weir.cluster.placement import BrokerSpec, assign
 from weir.cluster.requests import (
     ALTER_PARTITION_VERSION,
@@ -146,6 +146,11 @@ class ClusterNode:
             config.node_id,
             request_timeout_s=config.controller_socket_timeout_ms / 1000,
             unclean_leader_election=config.log_defaults.unclean_leader_election_enable,
+            balance=LeaderBalance(
+                enabled=config.auto_leader_rebalance_enable,
+                check_interval_s=config.leader_imbalance_check_interval_seconds,
+                per_broker_percentage=config.leader_imbalance_per_broker_percentage,
+            ),
         )
         self.cache = MetadataCache()
         self.fetchers: ReplicaFetchers | None = None

@@ -38,6 +38,15 @@ FLAG_SETTINGS = {
 _NOT_SETTINGS = {"log_defaults", "explicit", "data_dir", "log_dirs", *FLAG_SETTINGS}
 
 
+#: `replica.selector.class` values -> whether consumers read from a replica in their rack
+REPLICA_SELECTORS = {
+    "leader": False,
+    "org.apache.kafka.common.replica.LeaderSelector": False,
+    "rack-aware": True,
+    "org.apache.kafka.common.replica.RackAwareReplicaSelector": True,
+}
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BrokerConfig:
     node_id: int = 0
@@ -57,6 +66,13 @@ class BrokerConfig:
     zookeeper_connection_timeout_ms: int = 18_000
     controller_socket_timeout_ms: int = 30_000
     replica_lag_time_max_ms: int = 30_000
+    #: which replica a consumer that names its rack (`client.rack`) reads from (KIP-392):
+    #: `leader` (Kafka's default) or `rack-aware` (an in-sync replica in the consumer's rack;
+    #: Kafka's class name `org.apache.kafka.common.replica.RackAwareReplicaSelector` too)
+    replica_selector_class: str = "leader"
+    auto_leader_rebalance_enable: bool = True
+    leader_imbalance_check_interval_seconds: int = 300
+    leader_imbalance_per_broker_percentage: int = 10
     socket_request_max_bytes: int = 100 * 1024 * 1024
     auto_create_topics_enable: bool = True
     num_partitions: int = 1
@@ -82,6 +98,18 @@ class BrokerConfig:
     transaction_state_log_segment_bytes: int = 100 * 1024 * 1024
     log_defaults: LogConfig = field(default_factory=LogConfig)
     explicit: frozenset[str] = frozenset()  # Kafka names set in the file or by flags
+
+    def __post_init__(self) -> None:
+        if self.replica_selector_class not in REPLICA_SELECTORS:
+            raise ValueError(
+                f"replica.selector.class must be one of {', '.join(REPLICA_SELECTORS)}, "
+                f"not {self.replica_selector_class!r}"
+            )
+
+    @property
+    def rack_aware_reads(self) -> bool:
+        """Whether a consumer's fetch is pointed at an in-sync replica in its rack."""
+        return REPLICA_SELECTORS[self.replica_selector_class]
 
     @property
     def all_log_dirs(self) -> tuple[Path, ...]:

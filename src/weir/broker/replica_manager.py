@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
 
 from weir.broker.producer_state import ProducerStateError, ProducerStateManager
-from weir.broker.replication import LeaderState
+from weir.broker.replication import LeaderState, preferred_read_replica
 from weir.clock import Clock
 from weir.records import (
     BatchHeader,
@@ -128,6 +128,8 @@ class FetchResult:
     high_watermark: int = -1
     log_start_offset: int = -1
     data: FileSlice | None = None
+    #: the replica the consumer should read this partition from instead (KIP-392); -1: here
+    preferred_read_replica: int = -1
 
 
 class ReplicaManager:
@@ -476,13 +478,15 @@ class ReplicaManager:
         min_bytes: int,
         max_bytes: int,
         replica_id: int = -1,
+        from_followers: bool = False,
     ) -> list[FetchResult]:
         """Read every requested partition; wait up to `max_wait_ms` for `min_bytes` in all.
         A follower (`replica_id` >= 0) reads up to the log end, and its fetch offsets tell the
-        leader how far it has replicated."""
+        leader how far it has replicated. With `from_followers` (a consumer's Fetch v11+,
+        KIP-392) partitions this broker follows are served too, up to their high watermark."""
         deadline = self._clock.monotonic_ms() + max_wait_ms
         while True:
-            results = self._read_all(requests, max_bytes, replica_id)
+            results = self._read_all(requests, max_bytes, replica_id, from_followers)
             available = sum(r.data.size for r in results if r.data is not None)
             errors = any(r.error != ErrorCode.none for r in results)
             remaining = deadline - self._clock.monotonic_ms()
@@ -492,14 +496,19 @@ class ReplicaManager:
             await self._wait_for_data(requests, remaining)
 
     def _read_all(
-        self, requests: Sequence[FetchRequestPartition], max_bytes: int, replica_id: int = -1
+        self,
+        requests: Sequence[FetchRequestPartition],
+        max_bytes: int,
+        replica_id: int = -1,
+        from_followers: bool = False,
     ) -> list[FetchResult]:
         results = []
         budget = max_bytes
         for request in requests:
             result = self._read_one(
-                request, budget, min_one_batch=budget == max_bytes, replica_id=replica_id
-            )
+                request, budget, min_one_batch=budget == max_bytes, replica_id=replica_id,
+                from_followers=from_followers,
+            )  # fmt: skip
             if result.data is not None:
                 budget = max(0, budget - result.data.size)
             results.append(result)
@@ -519,9 +528,17 @@ class ReplicaManager:
         *,
         min_one_batch: bool,
         replica_id: int = -1,
+        from_followers: bool = False,
     ) -> FetchResult:
         partition = self.partitions.get((request.topic, request.partition))
-        if partition is None or not partition.serving:
+        follower_read = (
+            from_followers
+            and replica_id < 0
+            and partition is not None
+            and not partition.is_leader
+            and partition.log.offline_reason is None
+        )
+        if partition is None or not (partition.serving or follower_read):
             error = self._missing_or_offline(request.topic, request.partition).error
             return FetchResult(request.topic, request.partition, error)
         current = request.current_leader_epoch
@@ -547,6 +564,16 @@ class ReplicaManager:
             return FetchResult(request.topic, request.partition, ErrorCode.kafka_storage_error)
         except OffsetOutOfRangeError:
             partition_log = partition.log
+            if follower_read and request.offset > partition_log.log_end_offset and current < 0:
+                # A consumer that gives no leader epoch may be here on stale metadata: an
+                # empty answer makes it retry (and refresh) rather than reset its position.
+                return FetchResult(
+                    request.topic,
+                    request.partition,
+                    ErrorCode.none,
+                    partition_log.high_watermark,
+                    partition_log.log_start_offset,
+                )
             return FetchResult(
                 request.topic,
                 request.partition,
@@ -562,6 +589,28 @@ class ReplicaManager:
             info.high_watermark,
             info.log_start_offset,
             data,
+        )
+
+    def preferred_read_replica(
+        self, topic: str, index: int, offset: int, client_rack: str, racks: Mapping[int, str | None]
+    ) -> FetchResult | None:
+        """For a consumer in `client_rack` fetching a partition this broker leads: an empty
+        result naming the in-sync replica in that rack to read from instead (KIP-392), or None
+        when it should read here."""
+        partition = self.partitions.get((topic, index))
+        if partition is None or not partition.serving or partition.leader_state is None:
+            return None
+        state = partition.leader_state
+        chosen = preferred_read_replica(state, offset, client_rack, racks)
+        if chosen == state.node_id:
+            return None
+        return FetchResult(
+            topic,
+            index,
+            ErrorCode.none,
+            partition.log.high_watermark,
+            partition.log.log_start_offset,
+            preferred_read_replica=chosen,
         )
 
     async def _wait_for_data(

@@ -18,6 +18,7 @@ Pure bookkeeping on one partition: no I/O, time passed in.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 UNKNOWN = -1
@@ -95,3 +96,26 @@ class LeaderState:
         isr.add(self.node_id)
         proposed = frozenset(isr)
         return None if proposed == self.isr else proposed
+
+
+def preferred_read_replica(
+    state: LeaderState,
+    fetch_offset: int,
+    client_rack: str,
+    racks: Mapping[int, str | None],
+) -> int:
+    """The replica a consumer in `client_rack` should read from at `fetch_offset`: the leader
+    (its own node id) if the leader is in that rack or no in-sync replica there has the offset,
+    else the in-sync replica there that has replicated furthest (lowest node id on a tie)."""
+    if not client_rack or racks.get(state.node_id) == client_rack:
+        return state.node_id
+    candidates = [
+        (state.follower_end.get(replica, UNKNOWN), -replica)
+        for replica in state.isr
+        if replica != state.node_id
+        and racks.get(replica) == client_rack
+        and state.follower_end.get(replica, UNKNOWN) >= fetch_offset
+    ]
+    if not candidates:
+        return state.node_id
+    return -max(candidates)[1]

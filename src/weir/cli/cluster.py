@@ -1,4 +1,5 @@
 """`weir cluster up`: a development cluster on this machine — one ZooKeeper and N brokers.
+`weir cluster elect-leaders`: preferred or unclean leader elections, as kafka-leader-election.sh.
 
 Starts ZooKeeper (`weir.cli.zookeeper.ZooKeeperServer`), then `weir broker start --zookeeper ...`
 children on consecutive ports, waits for each broker's ready line and prints one line
@@ -13,6 +14,7 @@ Everything lives under the data directory: zookeeper/, broker-N/ and broker-N.lo
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from collections.abc import Sequence
@@ -20,6 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
+from confluent_kafka import ElectionType, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from weir.cli.clients import add_bootstrap, client_config
 from weir.cli.zookeeper import (
     LoggedProcess,
     StartError,
@@ -44,6 +50,8 @@ class BrokerChild:
     rack: str | None
     port: int
     data_dir: Path
+    #: a TOML file of broker settings every broker of the cluster starts with
+    config: Path | None = None
     child: LoggedProcess = field(init=False)
 
     def __post_init__(self) -> None:
@@ -58,6 +66,8 @@ class BrokerChild:
         command = [sys.executable, "-m", "weir.cli.main", "broker", "start",
                    "--zookeeper", zookeeper, "--node-id", str(self.node_id),
                    "--data-dir", str(self.data_dir), "--listen", self.listen]  # fmt: skip
+        if self.config is not None:
+            command += ["--config", str(self.config)]
         return command + (["--rack", self.rack] if self.rack else [])
 
     def ready(self) -> bool:
@@ -66,7 +76,7 @@ class BrokerChild:
 
 
 def plan_brokers(
-    data_dir: Path, count: int, racks: Sequence[str], base_port: int
+    data_dir: Path, count: int, racks: Sequence[str], base_port: int, config: Path | None = None
 ) -> list[BrokerChild]:
     """Broker i (1..count) listens on base_port + i - 1 and sits in racks[(i - 1) % len(racks)]."""
     return [
@@ -75,6 +85,7 @@ def plan_brokers(
             rack=racks[(i - 1) % len(racks)] if racks else None,
             port=base_port + i - 1,
             data_dir=data_dir / f"broker-{i}",
+            config=config,
         )
         for i in range(1, count + 1)
     ]
@@ -93,6 +104,9 @@ def register(commands: Any) -> None:
                     help="number of brokers (node ids 1..N)")  # fmt: skip
     up.add_argument("--racks", type=_racks, default=[], metavar="A,B,C",
                     help="broker i gets rack number (i-1) mod len(racks)")  # fmt: skip
+    up.add_argument("--broker-config", type=Path, metavar="FILE",
+                    help="TOML file of broker settings for every broker (as broker start "
+                    "--config), e.g. replica.selector.class = \"rack-aware\"")  # fmt: skip
     up.add_argument("--data-dir", type=Path, default=Path("weir-cluster"),
                     help="where everything is kept (default ./weir-cluster)")  # fmt: skip
     up.add_argument("--zookeeper-port", type=int, default=2181, metavar="P",
@@ -102,6 +116,25 @@ def register(commands: Any) -> None:
     up.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
                     help="wait this long for ZooKeeper, then the brokers (default 60)")  # fmt: skip
     up.set_defaults(run=run_up)
+    elect = sub.add_parser(
+        "elect-leaders",
+        help="move leadership to preferred replicas, or elect leaders of leaderless partitions",
+    )
+    add_bootstrap(elect)
+    elect.add_argument(
+        "--election-type",
+        choices=["preferred", "unclean"],
+        required=True,
+        help="preferred: back to each partition's first replica when it is in sync; "
+        "unclean: any live replica for partitions without a leader",
+    )
+    which = elect.add_mutually_exclusive_group(required=True)
+    which.add_argument("--all-topic-partitions", action="store_true")
+    which.add_argument("--topic", help="this topic's partitions (all, or --partition)")
+    which.add_argument("--path-to-json-file", type=Path, metavar="FILE",
+                       help='{"partitions": [{"topic": T, "partition": P}, ...]}')  # fmt: skip
+    elect.add_argument("--partition", type=int, help="with --topic: only this partition")
+    elect.set_defaults(run=run_elect_leaders)
 
 
 def _positive(text: str) -> int:
@@ -120,7 +153,9 @@ def _racks(text: str) -> list[str]:
 
 def run_up(args: argparse.Namespace) -> int:
     zookeeper = ZooKeeperServer(args.data_dir / "zookeeper", host=HOST, port=args.zookeeper_port)
-    brokers = plan_brokers(args.data_dir, args.brokers, args.racks, args.base_port)
+    brokers = plan_brokers(
+        args.data_dir, args.brokers, args.racks, args.base_port, args.broker_config
+    )
     with sigterm_interrupts():
         try:
             _start(zookeeper, brokers, args.timeout)
@@ -174,3 +209,55 @@ def _stop(zookeeper: ZooKeeperServer, brokers: Sequence[BrokerChild]) -> None:
     for broker in brokers:
         broker.child.wait_stopped(max(0.0, deadline - time.monotonic()))
     zookeeper.stop()
+
+
+def run_elect_leaders(args: argparse.Namespace) -> int:
+    try:
+        partitions = _election_partitions(args)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        print(f"weir: {exc}", file=sys.stderr)
+        return 2
+    admin = AdminClient(client_config(args))
+    kind = ElectionType.PREFERRED if args.election_type == "preferred" else ElectionType.UNCLEAN
+    try:
+        results = admin.elect_leaders(kind, partitions).result()
+    except KafkaException as exc:
+        print(f"weir: {exc.args[0].str() if exc.args else exc}", file=sys.stderr)
+        return 1
+    elected, not_needed, failed = [], [], []
+    for tp, outcome in sorted(results.items(), key=lambda item: (item[0].topic, item[0].partition)):
+        name = f"{tp.topic}-{tp.partition}"
+        error = outcome.args[0] if isinstance(outcome, KafkaException) else outcome
+        if error is None:
+            elected.append(name)
+        elif error.code() == KafkaError.ELECTION_NOT_NEEDED:
+            not_needed.append(name)
+        else:
+            failed.append(f"{name}: {error.str()}")
+    label = args.election_type.upper()
+    if elected:
+        print(f"Successfully completed leader election ({label}) for partitions "
+              + ", ".join(elected))  # fmt: skip
+    if not_needed:
+        print("Valid replica already elected for partitions " + ", ".join(not_needed))
+    for line in failed:
+        print(f"Error completing leader election ({label}) for partition: {line}",
+              file=sys.stderr)  # fmt: skip
+    return 1 if failed else 0
+
+
+def _election_partitions(args: argparse.Namespace) -> list[TopicPartition] | None:
+    """The partitions named by the flags; None for every partition of the cluster."""
+    if args.all_topic_partitions:
+        return None
+    if args.path_to_json_file is not None:
+        document = json.loads(args.path_to_json_file.read_text(encoding="utf-8"))
+        return [TopicPartition(str(p["topic"]), int(p["partition"]))
+                for p in document["partitions"]]  # fmt: skip
+    if args.partition is not None:
+        return [TopicPartition(args.topic, args.partition)]
+    admin = AdminClient(client_config(args))
+    topic = admin.list_topics(args.topic, timeout=10).topics.get(args.topic)
+    if topic is None or topic.error is not None or not topic.partitions:
+        raise ValueError(f"unknown topic {args.topic!r}")
+    return [TopicPartition(args.topic, index) for index in sorted(topic.partitions)]

@@ -15,8 +15,13 @@ Work arrives as events on one queue, handled in order by one thread (as Kafka's 
   first leader and ISR;
 - deletion requests (`/admin/delete_topics`): replicas are told to stop and delete, brokers to
   forget the topic, then the topic's znodes go;
-- preferred replica elections (`/admin/preferred_replica_election`): listed partitions are led
-  by their first replica again when it is live and in the ISR.
+- leader elections asked for by an admin (`/admin/preferred_replica_election`, or ElectLeaders
+  through any broker): preferred ones move a partition's leadership back to its first replica
+  when that is live and in the ISR; unclean ones give a leaderless partition any live replica;
+- the leader balance (`auto.leader.rebalance.enable`): every
+  `leader.imbalance.check.interval.seconds`, a broker that leads fewer than
+  (100 - `leader.imbalance.per.broker.percentage`)% of the partitions it is preferred for gets
+  them back, as Kafka's controller does.
 Each change of partition state is written to ZooKeeper first (conditionally, by zkVersion) and
 then sent: LeaderAndIsr to the partition's replicas, UpdateMetadata to every live broker.
 """
@@ -68,6 +73,8 @@ LEADER_AND_ISR = 4
 STOP_REPLICA = 5
 UPDATE_METADATA = 6
 RETRY_ELECTION_S = 1.0
+# ElectLeaders' election types
+PREFERRED, UNCLEAN = 0, 1
 # Kafka's error codes for AlterPartition
 UNKNOWN_TOPIC_OR_PARTITION = 3
 FENCED_LEADER_EPOCH = 74
@@ -75,6 +82,11 @@ STALE_BROKER_EPOCH = 77
 BROKER_NOT_AVAILABLE = 8
 INVALID_UPDATE_VERSION = 95
 INELIGIBLE_REPLICA = 107
+# ... and ElectLeaders
+NONE = 0
+PREFERRED_LEADER_NOT_AVAILABLE = 80
+ELIGIBLE_LEADERS_NOT_AVAILABLE = 83
+ELECTION_NOT_NEEDED = 84
 
 TopicPartition = tuple[str, int]
 
@@ -99,6 +111,16 @@ class IsrResult:
     partition_epoch: int = -1
 
 
+@dataclass(frozen=True, slots=True)
+class LeaderBalance:
+    """`auto.leader.rebalance.enable`, `leader.imbalance.check.interval.seconds` and
+    `leader.imbalance.per.broker.percentage`."""
+
+    enabled: bool = True
+    check_interval_s: float = 300.0
+    per_broker_percentage: int = 10
+
+
 class ControllerMovedError(Exception):
     """Another broker is the controller now: this one's writes were refused."""
 
@@ -117,12 +139,15 @@ class Controller:
         *,
         request_timeout_s: float = 30.0,
         unclean_leader_election: bool = False,
+        balance: LeaderBalance = LeaderBalance(),
     ) -> None:
         self._store = store
         self._zk = store.client
         self.node_id = node_id
         self._request_timeout_s = request_timeout_s
         self._unclean_default = unclean_leader_election
+        self._balance = balance
+        self._next_balance_check = float("inf")
         self._events: queue.Queue[tuple[Any, ...]] = queue.Queue()
         self._thread = threading.Thread(target=self._run, name="weir-controller", daemon=True)
         self._active = False
@@ -187,7 +212,10 @@ class Controller:
 
     def _run(self) -> None:
         while True:
-            event = self._events.get()
+            try:
+                event = self._events.get(timeout=self._until_balance_check())
+            except queue.Empty:
+                event = ("balance_check",)
             kind = event[0]
             if kind == "stop":
                 self._resign()
@@ -234,6 +262,7 @@ class Controller:
         self._active = True
         self._generation += 1
         self.controller_id = self.node_id
+        self._schedule_balance_check()
         log.warning("broker %d is the controller (epoch %d)", self.node_id, self.epoch)
         self._become_controller()
 
@@ -269,6 +298,7 @@ class Controller:
         self._assignments.clear()
         self._partitions.clear()
         self._shutting_down.clear()
+        self._next_balance_check = float("inf")
         if was_active:
             log.warning("broker %d is no longer the controller", self.node_id)
             self._delete_own_controller_znode()
@@ -572,22 +602,107 @@ class Controller:
         except ZnodeFormatError as exc:
             log.warning("ignoring a preferred replica election request: %s", exc)
             wanted = []
+        self._run_election(PREFERRED, [tp for tp in wanted if tp in self._partitions])
+        self._fenced_delete([znodes.PREFERRED_REPLICA_ELECTION])
+
+    def elect_leaders(
+        self, election_type: int, partitions: list[TopicPartition] | None
+    ) -> concurrent.futures.Future[dict[TopicPartition, int] | None]:
+        """ElectLeaders: a preferred (0) or unclean (1) election for `partitions` (None: all).
+        The future's result: an error code per partition (NONE when elected), or None if this
+        broker is not the controller."""
+        future: concurrent.futures.Future[dict[TopicPartition, int] | None]
+        future = concurrent.futures.Future()
+        if not self._active:
+            future.set_result(None)
+        else:
+            self._events.put(("elect_leaders", election_type, partitions, future))
+        return future
+
+    def _on_elect_leaders(
+        self,
+        election_type: int,
+        partitions: list[TopicPartition] | None,
+        future: concurrent.futures.Future[dict[TopicPartition, int] | None],
+    ) -> None:
+        try:
+            wanted = sorted(self._partitions) if partitions is None else partitions
+            future.set_result(self._run_election(election_type, wanted))
+        except BaseException:
+            if not future.done():
+                future.set_result(None)
+            raise
+
+    def _run_election(
+        self, election_type: int, wanted: list[TopicPartition]
+    ) -> dict[TopicPartition, int]:
+        """Run one kind of election over `wanted`; write and send the leaders that change. An
+        error code per partition, as ElectLeaders answers."""
+        errors: dict[TopicPartition, int] = {}
         states = {}
         for tp in wanted:
             partition = self._partitions.get(tp)
             if partition is None:
+                errors[tp] = UNKNOWN_TOPIC_OR_PARTITION
                 continue
             replicas = self._assignments[tp[0]].partitions[tp[1]]
-            state = elections.preferred_leader(partition.state, replicas, self._brokers, self.epoch)
-            if state is not None:
+            live = set(self._brokers) - self._shutting_down
+            if election_type == PREFERRED:
+                if replicas and partition.state.leader == replicas[0]:
+                    errors[tp] = ELECTION_NOT_NEEDED
+                    continue
+                state = elections.preferred_leader(partition.state, replicas, live, self.epoch)
+                missing = PREFERRED_LEADER_NOT_AVAILABLE
+            else:
+                if partition.state.leader in self._brokers:
+                    errors[tp] = ELECTION_NOT_NEEDED
+                    continue
+                state = elections.after_live_change(
+                    partition.state, replicas, live, self.epoch, unclean=True
+                )
+                missing = ELIGIBLE_LEADERS_NOT_AVAILABLE
+            if state is None or state.leader == NO_LEADER:
+                errors[tp] = missing
+            else:
                 states[tp] = state
         moved = self._write_states(states, create=False)
+        for tp in states:
+            errors[tp] = NONE if tp in moved else ELIGIBLE_LEADERS_NOT_AVAILABLE
         for node_id in self._brokers:
             self._send_leader_and_isr(node_id, [tp for tp in moved if self._replica(node_id, tp)])
         if moved:
             self._send_update_metadata(self._brokers, sorted(moved))
-            log.info("preferred leaders elected for %d partitions", len(moved))
-        self._fenced_delete([znodes.PREFERRED_REPLICA_ELECTION])
+            kind = "preferred" if election_type == PREFERRED else "unclean"
+            log.info("%s leaders elected for %d partitions", kind, len(moved))
+        return errors
+
+    # ---- leader balance --------------------------------------------------------------------------
+
+    def _schedule_balance_check(self) -> None:
+        if self._balance.enabled:
+            self._next_balance_check = time.monotonic() + self._balance.check_interval_s
+
+    def _until_balance_check(self) -> float | None:
+        if self._next_balance_check == float("inf"):
+            return None
+        return max(0.0, self._next_balance_check - time.monotonic())
+
+    def _on_balance_check(self) -> None:
+        self._schedule_balance_check()
+        imbalanced = self.imbalanced_partitions()
+        if imbalanced:
+            log.info("leader imbalance: moving %d partitions to their preferred leader",
+                     len(imbalanced))  # fmt: skip
+            self._run_election(PREFERRED, imbalanced)
+
+    def imbalanced_partitions(self) -> list[TopicPartition]:
+        """Partitions to move back to their preferred leader now (`elections.imbalanced`)."""
+        return elections.imbalanced(
+            {tp: (self._assignments[tp[0]].partitions[tp[1]], p.state)
+             for tp, p in self._partitions.items()},
+            set(self._brokers) - self._shutting_down,
+            self._balance.per_broker_percentage,
+        )  # fmt: skip
 
     # ---- brokers ---------------------------------------------------------------------------------
 

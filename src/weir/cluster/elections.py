@@ -7,14 +7,19 @@ They follow Kafka's ZooKeeper-era controller:
   log may lack acknowledged records). Otherwise it has no leader (-1) and keeps the last ISR, so
   that the replica with the data can take over when it returns;
 - a follower that goes away leaves the ISR, unless it is the last member;
-- every change of leader or ISR made by the controller bumps the leader epoch.
+- every change of leader or ISR made by the controller bumps the leader epoch;
+- leader balance: a broker that does not lead more than `leader.imbalance.per.broker.percentage`
+  of the partitions it is the preferred replica of gets those back where it is in the ISR.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Hashable, Mapping, Sequence
+from typing import TypeVar
 
 from weir.cluster.znodes import NO_LEADER, PartitionState
+
+K = TypeVar("K", bound=Hashable)
 
 
 def new_partition_state(
@@ -98,3 +103,25 @@ def preferred_leader(
         isr=state.isr,
         controller_epoch=controller_epoch,
     )
+
+
+def imbalanced(
+    partitions: Mapping[K, tuple[Sequence[int], PartitionState]],
+    live: Collection[int],
+    per_broker_percentage: int,
+) -> list[K]:
+    """The partitions (keys of `partitions`: replicas and state) to give back to their
+    preferred replica: for every live broker whose share of preferred partitions led elsewhere
+    is above `per_broker_percentage`, those where it is in the ISR."""
+    preferred_for: dict[int, list[K]] = {}
+    for key, (replicas, _) in partitions.items():
+        if replicas:
+            preferred_for.setdefault(replicas[0], []).append(key)
+    moves: list[K] = []
+    for broker, keys in preferred_for.items():
+        if broker not in live:
+            continue
+        not_led = [k for k in keys if partitions[k][1].leader != broker]
+        if len(not_led) * 100 > per_broker_percentage * len(keys):
+            moves.extend(k for k in not_led if broker in partitions[k][1].isr)
+    return moves

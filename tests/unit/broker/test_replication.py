@@ -20,7 +20,7 @@ from weir.broker.replica_manager import (
     ReplicaManager,
     release,
 )
-from weir.broker.replication import LeaderState
+from weir.broker.replication import LeaderState, preferred_read_replica
 from weir.clock import FakeClock, FakeScheduler
 from weir.records import Record, build_batch, iter_batches
 from weir.storage import LogConfig, LogManager, LogManagerConfig
@@ -473,3 +473,35 @@ def test_the_high_watermark_never_decreases_nor_passes_an_isr_member(
         if proposed is not None:
             assert LEADER in proposed
             state.pending_isr = proposed
+
+
+# ---- reads from followers (KIP-392) ------------------------------------------------------------
+
+RACKS = {1: "a", 2: "b", 3: "b", 4: "c"}
+
+
+def _state(isr: set[int], ends: dict[int, int]) -> LeaderState:
+    state = LeaderState(node_id=1, replicas=(1, 2, 3, 4), isr=frozenset(isr), partition_epoch=0,
+                        epoch_start_offset=0, started_ms=0)  # fmt: skip
+    state.follower_end.update(ends)
+    return state
+
+
+def test_a_consumer_is_sent_to_the_furthest_in_sync_replica_of_its_rack() -> None:
+    state = _state({1, 2, 3, 4}, {2: 90, 3: 100, 4: 100})
+    assert preferred_read_replica(state, 50, "b", RACKS) == 3
+    state.follower_end[2] = 100
+    assert preferred_read_replica(state, 50, "b", RACKS) == 2  # a tie: the lower id
+
+
+def test_the_leader_serves_its_rack_racks_without_replicas_and_consumers_with_no_rack() -> None:
+    state = _state({1, 2, 3, 4}, {2: 100, 3: 100, 4: 100})
+    assert preferred_read_replica(state, 50, "a", RACKS) == 1
+    assert preferred_read_replica(state, 50, "z", RACKS) == 1
+    assert preferred_read_replica(state, 50, "", RACKS) == 1
+
+
+def test_replicas_out_of_sync_or_short_of_the_offset_are_not_chosen() -> None:
+    state = _state({1, 2}, {2: 40, 3: 100, 4: 100})  # 3 is out of sync, 2 lacks offset 50
+    assert preferred_read_replica(state, 50, "b", RACKS) == 1
+    assert preferred_read_replica(state, 40, "b", RACKS) == 2

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from weir.cluster.elections import (
     after_live_change,
     elect_offline_leader,
+    imbalanced,
     new_partition_state,
     preferred_leader,
 )
@@ -292,3 +293,47 @@ def test_the_preferred_replica_is_not_elected_when_it_may_not_lead(
 ) -> None:
     state = PartitionState(leader=leader, leader_epoch=4, isr=isr, controller_epoch=1)
     assert preferred_leader(state, (1, 2, 3), live, controller_epoch=3) is None
+
+
+# ---- leader balance ----------------------------------------------------------------------------
+
+
+def _led(leader: int, isr: tuple[int, ...] = (1, 2, 3)) -> PartitionState:
+    return PartitionState(leader=leader, leader_epoch=1, isr=isr, controller_epoch=1)
+
+
+def test_a_broker_leading_too_few_of_its_preferred_partitions_gets_them_back() -> None:
+    # broker 1 is preferred for 0..9 and leads 8 of them: 20% elsewhere, above 10%
+    partitions = {i: ((1, 2, 3), _led(1 if i < 8 else 2)) for i in range(10)}
+    assert imbalanced(partitions, {1, 2, 3}, per_broker_percentage=10) == [8, 9]
+
+
+def test_an_imbalance_at_or_below_the_percentage_is_left_alone() -> None:
+    partitions = {i: ((1, 2, 3), _led(1 if i < 9 else 2)) for i in range(10)}  # 10%: not above
+    assert imbalanced(partitions, {1, 2, 3}, per_broker_percentage=10) == []
+    assert imbalanced(partitions, {1, 2, 3}, per_broker_percentage=0) == [9]
+
+
+def test_only_live_in_sync_preferred_replicas_take_leadership_back() -> None:
+    partitions = {
+        "a": ((1, 2, 3), _led(2)),
+        "b": ((1, 2, 3), _led(2, isr=(2, 3))),  # broker 1 out of sync: stays
+        "c": ((3, 1, 2), _led(1)),  # broker 3 is not live
+        "d": ((2, 3, 1), _led(2)),  # balanced
+    }
+    assert imbalanced(partitions, {1, 2}, per_broker_percentage=10) == ["a"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.permutations([1, 2, 3]), st.sampled_from([1, 2, 3])), max_size=30),
+       st.integers(min_value=0, max_value=100))  # fmt: skip
+def test_rebalancing_moves_only_partitions_away_from_their_preferred_leader(
+    layout: list[tuple[list[int], int]], percentage: int
+) -> None:
+    partitions = {i: (tuple(r), _led(leader)) for i, (r, leader) in enumerate(layout)}
+    moves = imbalanced(partitions, {1, 2, 3}, percentage)
+    for key in moves:
+        replicas, state = partitions[key]
+        assert state.leader != replicas[0]
+    after = {k: (r, _led(r[0]) if k in moves else s) for k, (r, s) in partitions.items()}
+    assert imbalanced(after, {1, 2, 3}, percentage) == []

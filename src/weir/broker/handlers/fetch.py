@@ -3,6 +3,11 @@ through descriptors of their own that the connection closes once they are sent.
 
 No fetch sessions: every response has session id 0, so clients send full requests (KIP-227
 allows this). read_committed and read_uncommitted see the same data: there are no transactions.
+
+Reads from followers (KIP-392): a consumer's Fetch v11+ may read a partition from any replica,
+up to that replica's high watermark. With `replica.selector.class` rack-aware, a leader answers
+a consumer that names its rack (`client.rack`) with the in-sync replica of that rack to read
+from (preferred_read_replica, no records), and the client fetches there from then on.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from weir.protocol.apis import ApiKey
 from weir.protocol.codec import Request, response_module
 
 MARKER_BYTES = 16
+FOLLOWER_FETCH_VERSION = 11  # the first Fetch with rack_id and preferred_read_replica
 
 
 async def handle(broker: BrokerContext, request: Request) -> Any:
@@ -30,16 +36,33 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
                               getattr(p, "current_leader_epoch", -1))
         for topic in body.topics for p in topic.partitions
     ]  # fmt: skip
+    replica_id = getattr(body, "replica_id", -1)
+    from_followers = replica_id < 0 and request.api_version >= FOLLOWER_FETCH_VERSION
+    redirected = []
+    client_rack = getattr(body, "rack_id", "")
+    if from_followers and client_rack and broker.config.rack_aware_reads and broker.cluster:
+        racks = {n: b.rack for n, b in broker.cluster.live_brokers().items()}
+        kept = []
+        for w in wanted:
+            result = broker.replicas.preferred_read_replica(
+                w.topic, w.partition, w.offset, client_rack, racks
+            )
+            if result is None:
+                kept.append(w)
+            else:
+                redirected.append(result)
+        wanted = kept
     max_wait_ms = int(body.max_wait.total_seconds() * 1000)
     results = await broker.replicas.fetch(
         wanted,
-        max_wait_ms=max(0, max_wait_ms),
+        max_wait_ms=max(0, max_wait_ms) if not redirected else 0,
         min_bytes=body.min_bytes,
         max_bytes=body.max_bytes,
-        replica_id=getattr(body, "replica_id", -1),
+        replica_id=replica_id,
+        from_followers=from_followers,
     )
     try:
-        return _response(request, results)
+        return _response(request, results + redirected)
     except BaseException:
         release(results)
         raise
@@ -59,7 +82,7 @@ def _response(request: Request, results: list[FetchResult]) -> ChunkedResponse:
             m.PartitionData, partition_index=result.partition, error_code=result.error,
             high_watermark=result.high_watermark, last_stable_offset=result.high_watermark,
             log_start_offset=result.log_start_offset, aborted_transactions=None,
-            preferred_read_replica=-1, records=records,
+            preferred_read_replica=result.preferred_read_replica, records=records,
         )  # fmt: skip
         topics.setdefault(result.topic, []).append(partition)
     response = make(m.FetchResponse, throttle_time=datetime.timedelta(0), error_code=ErrorCode.none,
