@@ -506,6 +506,21 @@ class TransactionCoordinator:
             out.append(TransactionListing(txn.transactional_id, txn.producer_id, txn.state))
         return out
 
+    def verify(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, tp: TopicPartition
+    ) -> ErrorCode:
+        """Whether a transactional batch may be appended to `tp` (KIP-890's check on the
+        partition leader): the producer holds the id's current epoch and added `tp` to its
+        open transaction."""
+        txn = self.transactions.get(transactional_id)
+        if txn is None or txn.producer_id != producer_id:
+            return ErrorCode.invalid_producer_id_mapping
+        if producer_epoch < txn.producer_epoch:
+            return ErrorCode.invalid_producer_epoch
+        if txn.state is not ONGOING or tp not in txn.partitions:
+            return ErrorCode.invalid_txn_state
+        return ErrorCode.none
+
     def ongoing_partitions(self) -> dict[TopicPartition, list[TransactionListing]]:
         """For each partition in an open transaction, the transactions that include it (what
         hanging-transaction detection compares with the partitions' producer state)."""

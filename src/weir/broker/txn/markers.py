@@ -18,7 +18,7 @@ from typing import Protocol
 
 from kio.schema.errors import ErrorCode
 
-from weir.broker.replica_manager import ACKS_ALL, ReplicaManager
+from weir.broker.replica_manager import ReplicaManager
 from weir.clock import Clock
 from weir.records import BatchSpec, Record, build_batch
 
@@ -87,6 +87,6 @@ class LocalMarkerWriter:
         )
         results = {}
         for topic, index in partitions:
-            result = self._replicas.append(topic, index, batch, acks=ACKS_ALL, reserve_exempt=True)
+            result = self._replicas.append_marker(topic, index, batch, commit)
             results[(topic, index)] = result.error
         return results
