@@ -176,7 +176,6 @@ class Broker:
                 remove_expired_interval_ms=(
                     config.transaction_remove_expired_transaction_cleanup_interval_ms
                 ),
-                state_log_partitions=config.transaction_state_log_num_partitions,
             ),
             self.clock,
             store,

@@ -43,10 +43,19 @@ def register(commands: Any) -> None:
     txn = commands.add_parser("txn", help="list and describe transactions")
     sub = txn.add_subparsers(dest="txn_command", required=True, metavar="ACTION")
     listing = sub.add_parser("list", help="transactional ids known to the cluster's coordinators")
-    listing.add_argument("--state", action="append", default=[],
-                         help="only ids in this state (Ongoing, PrepareCommit, ...); repeatable")
-    listing.add_argument("--producer-id", type=int, action="append", default=[],
-                         help="only ids with this producer id; repeatable")
+    listing.add_argument(
+        "--state",
+        action="append",
+        default=[],
+        help="only ids in this state (Ongoing, PrepareCommit, ...); repeatable",
+    )
+    listing.add_argument(
+        "--producer-id",
+        type=int,
+        action="append",
+        default=[],
+        help="only ids with this producer id; repeatable",
+    )
     listing.add_argument("--duration-filter", type=int, default=-1, metavar="MS",
                          help="only transactions open longer than MS milliseconds")  # fmt: skip
     listing.set_defaults(run=run_list)

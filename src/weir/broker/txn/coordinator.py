@@ -60,7 +60,6 @@ class TxnConfig:
     transactional_id_expiration_ms: int = 7 * 24 * 3600 * 1000
     abort_timed_out_interval_ms: int = 10_000
     remove_expired_interval_ms: int = 3_600_000
-    state_log_partitions: int = 50
     #: the first wait before writing markers again after a retriable error; doubles up to 1 s
     marker_retry_backoff_ms: int = 100
 
@@ -117,7 +116,6 @@ class TransactionCoordinator:
         self.transactions: dict[str, TransactionMetadata] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._unstarted: list[TransactionMetadata] = []
-        self._loading: set[int] = set()
         self._last_abort_check = self._last_expiry_check = clock.monotonic_ms()
         self._load()
 
@@ -134,12 +132,8 @@ class TransactionCoordinator:
     def load_partition(self, index: int) -> None:
         """This broker became the coordinator of the ids in `__transaction_state` partition
         `index` (it leads it now): read their state and finish their prepared transactions."""
-        self._loading.add(index)
-        try:
-            self.unload_partition(index)
-            self._load([index])
-        finally:
-            self._loading.discard(index)
+        self.unload_partition(index)
+        self._load([index])
 
     def unload_partition(self, index: int) -> None:
         """Another broker coordinates the ids of partition `index` now: forget them here (their
@@ -366,8 +360,9 @@ class TransactionCoordinator:
                             "commit" if commit else "abort", txn.transactional_id)  # fmt: skip
             elif error is not ErrorCode.none:
                 retry.append(tp)
-        if retry:
-            log.info("markers for %r: retrying %d partitions", txn.transactional_id, len(retry))
+                log.warning("%s marker for %r on %s-%d failed (%s); retrying",
+                            "commit" if commit else "abort", txn.transactional_id, tp[0], tp[1],
+                            error.name)  # fmt: skip
         return retry
 
     # ---- persistence --------------------------------------------------------------------------
@@ -390,10 +385,11 @@ class TransactionCoordinator:
     # ---- checks -------------------------------------------------------------------------------
 
     def _coordinator_error(self, transactional_id: str) -> ErrorCode:
+        """NOT_COORDINATOR unless this broker leads the id's partition. A partition's state is
+        read in one step when its leadership arrives (as the group coordinator's), so no
+        request ever sees it half loaded (COORDINATOR_LOAD_IN_PROGRESS)."""
         if not self.store.is_coordinator(transactional_id):
             return ErrorCode.not_coordinator
-        if self.store.partition_for(transactional_id) in self._loading:
-            return ErrorCode.coordinator_load_in_progress
         return ErrorCode.none
 
     def _producer_transaction(

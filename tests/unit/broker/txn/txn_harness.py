@@ -29,7 +29,6 @@ TEST_TXN_CONFIG = TxnConfig(
     transactional_id_expiration_ms=3_600_000,
     abort_timed_out_interval_ms=ABORT_CHECK_MS,
     remove_expired_interval_ms=60_000,
-    state_log_partitions=STATE_PARTITIONS,
     marker_retry_backoff_ms=1,
 )
 
