@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 
-import pytest
 from kio.schema.errors import ErrorCode
 from txn_harness import TxnWorld
 
@@ -34,10 +33,6 @@ def test_local_writer_reports_unknown_partitions(world: TxnWorld) -> None:
     assert results == {("nowhere", 0): ErrorCode.unknown_topic_or_partition}
 
 
-@pytest.mark.xfail(
-    strict=True, reason="the replica manager refuses control batches until the data plane "
-    "accepts the coordinator's markers",
-)  # fmt: skip
 def test_local_writer_appends_a_marker_to_each_partition(world: TxnWorld) -> None:
     writer = LocalMarkerWriter(world.replicas, world.clock)
     partitions = [("orders", 0), ("payments", 1)]
