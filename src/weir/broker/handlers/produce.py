@@ -118,6 +118,9 @@ def _verify_transactional(
     coordinates that id, an open transaction of its producer that includes the partition."""
     if transactional_id is None:
         return ErrorCode.invalid_txn_state, "a transactional batch without a transactional id"
+    if broker.cluster is not None:
+        why = "transactions are not supported in cluster mode yet"
+        return ErrorCode.transactional_id_not_found, why
     coordinator = broker.transactions
     if coordinator is None or not coordinator.store.is_coordinator(transactional_id):
         return ErrorCode.none, ""
