@@ -88,6 +88,14 @@ class BrokerConfig:
     offsets_topic_replication_factor: int = 3
     offsets_retention_minutes: int = 7 * 24 * 60
     offset_metadata_max_bytes: int = 4096
+    transaction_max_timeout_ms: int = 900_000
+    transactional_id_expiration_ms: int = 7 * 24 * 3600 * 1000
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10_000
+    transaction_remove_expired_transaction_cleanup_interval_ms: int = 3_600_000
+    transaction_state_log_num_partitions: int = 50
+    transaction_state_log_replication_factor: int = 3
+    transaction_state_log_min_isr: int = 2
+    transaction_state_log_segment_bytes: int = 100 * 1024 * 1024
     log_defaults: LogConfig = field(default_factory=LogConfig)
     explicit: frozenset[str] = frozenset()  # Kafka names set in the file or by flags
 

@@ -15,6 +15,7 @@ from weir.broker.group.coordinator import GroupCoordinator
 from weir.broker.replica_manager import ReplicaManager
 from weir.broker.request_log import RequestLog
 from weir.broker.topics import TopicManager
+from weir.broker.txn.coordinator import TransactionCoordinator
 from weir.clock import Clock
 from weir.cluster.metadata import MetadataStore
 
@@ -48,6 +49,8 @@ class BrokerContext:
     request_log: RequestLog
     #: this broker's part in a ZooKeeper cluster; None on a single node
     cluster: ClusterNode | None = None
+    #: the transaction coordinator; None where a broker is built without one
+    transactions: TransactionCoordinator | None = None
 
     def live_brokers(self) -> list[LiveBroker]:
         """The brokers Metadata lists, by node id: the cluster's live ones, or this one."""
@@ -70,6 +73,14 @@ class BrokerContext:
         if self.cluster is None:
             return self.config.node_id
         return self.cluster.cache.controller_id
+
+
+def fenced_error(api_version: int, first_version_with_fenced: int) -> ErrorCode:
+    """PRODUCER_FENCED for clients that know it (KIP-588), INVALID_PRODUCER_EPOCH for older
+    versions, which handle that one alike."""
+    if api_version < first_version_with_fenced:
+        return ErrorCode.invalid_producer_epoch
+    return ErrorCode.producer_fenced
 
 
 def make(cls: type, **values: Any) -> Any:

@@ -26,6 +26,7 @@ from weir.protocol.apis import ApiKey
 from weir.protocol.codec import request_module
 from weir.protocol.errors import RemoteProtocolError
 from weir.records import iter_batches
+from weir.records.control import marker_commits
 from weir.storage import StorageError
 
 log = logging.getLogger(__name__)
@@ -222,7 +223,9 @@ class LeaderFetcher:
                           exc)  # fmt: skip
                 return
             for header in iter_batches(records):
-                partition.producers.record(header.fields(), header.base_offset)
+                partition.producers.record(
+                    header.fields(), header.base_offset, marker_commits(header)
+                )
         partition_log.update_high_watermark(min(data.high_watermark, partition_log.log_end_offset))
 
 

@@ -6,22 +6,40 @@ five batches with that batch's original offsets (nothing is appended twice); and
 (OUT_OF_ORDER_SEQUENCE_NUMBER) and old epochs (INVALID_PRODUCER_EPOCH), as Kafka does.
 State is rebuilt from batch headers when a partition is loaded.
 
+Transactions (KIP-98): a transactional batch opens its producer's transaction on this partition
+at its first offset, and the producer's next COMMIT or ABORT marker (a control batch the
+coordinator has written) closes it. The first offset of the oldest open transaction bounds the
+last stable offset, which read_committed consumers do not read past; an aborted transaction is
+remembered (producer id, first offset, marker offset) so that read_committed fetches can tell
+clients which records to skip, as Kafka's aborted-transaction index does.
+
 Thread-safety: none; owned by the broker's event loop.
 """
 
 from __future__ import annotations
 
+import bisect
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from weir.records import HeaderFields
+from weir.records.batch import CONTROL_BIT, TRANSACTIONAL_BIT
 
 CACHED_BATCHES = 5
 MAX_SEQUENCE = 2**31 - 1
 
 OUT_OF_ORDER_SEQUENCE_NUMBER = 45
 INVALID_PRODUCER_EPOCH = 47
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class AbortedTransaction:
+    """An aborted transaction's records lie in [first_offset, last_offset] (the marker)."""
+
+    last_offset: int
+    first_offset: int
+    producer_id: int
 
 
 class ProducerStateError(Exception):
@@ -55,11 +73,40 @@ def _follows(last_sequence: int, first_sequence: int) -> bool:
 class ProducerStateManager:
     def __init__(self) -> None:
         self.producers: dict[int, ProducerEntry] = {}
+        #: producer id -> first offset of its open transaction here
+        self.ongoing: dict[int, int] = {}
+        #: aborted transactions, ordered by their marker's offset
+        self.aborted: list[AbortedTransaction] = []
+
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the oldest open transaction; None when none is open."""
+        return min(self.ongoing.values()) if self.ongoing else None
+
+    def complete(self, producer_id: int, commit: bool, marker_offset: int) -> None:
+        """A COMMIT or ABORT marker of `producer_id` at `marker_offset` ends its transaction."""
+        first = self.ongoing.pop(producer_id, None)
+        if not commit and first is not None:
+            entry = AbortedTransaction(marker_offset, first, producer_id)
+            if self.aborted and self.aborted[-1] > entry:
+                bisect.insort(self.aborted, entry)
+            else:
+                self.aborted.append(entry)
+
+    def aborted_between(self, start: int, end: int) -> list[AbortedTransaction]:
+        """Aborted transactions with records in [start, end): those a fetch of that range must
+        name so that the client skips their records."""
+        first = bisect.bisect_left(self.aborted, AbortedTransaction(start, -1, -1))
+        return [a for a in self.aborted[first:] if a.first_offset < end]
+
+    def forget_before(self, offset: int) -> None:
+        """Drop aborted transactions that ended before `offset` (the log start moved on)."""
+        first = bisect.bisect_left(self.aborted, AbortedTransaction(offset, -1, -1))
+        del self.aborted[:first]
 
     def check(self, fields: HeaderFields) -> BatchMetadata | None:
         """Validate an incoming batch. Returns the original batch if it is a retry of one of
         the cached batches, None if it is new; raises ProducerStateError if it must be refused."""
-        if fields.producer_id < 0:
+        if fields.producer_id < 0 or fields.attributes & CONTROL_BIT:
             return None
         entry = self.producers.get(fields.producer_id)
         if entry is None:
@@ -87,10 +134,22 @@ class ProducerStateManager:
             )
         return None
 
-    def record(self, fields: HeaderFields, first_offset: int) -> None:
-        """Remember an appended batch (its offsets as assigned)."""
+    def record(
+        self, fields: HeaderFields, first_offset: int, commit: bool | None = None
+    ) -> None:
+        """Remember an appended batch (its offsets as assigned); for a control batch, `commit`
+        is what its marker says."""
         if fields.producer_id < 0:
             return
+        if fields.attributes & CONTROL_BIT:
+            entry = self.producers.get(fields.producer_id)
+            if entry is None or fields.producer_epoch > entry.epoch:  # a fencing marker
+                self.producers[fields.producer_id] = ProducerEntry(fields.producer_epoch)
+            if commit is not None:
+                self.complete(fields.producer_id, commit, first_offset)
+            return
+        if fields.attributes & TRANSACTIONAL_BIT:
+            self.ongoing.setdefault(fields.producer_id, first_offset)
         entry = self.producers.get(fields.producer_id)
         if entry is None or fields.producer_epoch > entry.epoch:
             entry = self.producers[fields.producer_id] = ProducerEntry(fields.producer_epoch)
@@ -103,7 +162,8 @@ class ProducerStateManager:
             )
         )
 
-    def load(self, batches: Iterable[HeaderFields]) -> None:
-        """Rebuild from batches already in the log (their base offsets are real offsets)."""
-        for fields in batches:
-            self.record(fields, fields.base_offset)
+    def load(self, batches: Iterable[tuple[HeaderFields, bool | None]]) -> None:
+        """Rebuild from batches already in the log (their base offsets are real offsets), each
+        with its marker's verdict if it is a control batch."""
+        for fields, commit in batches:
+            self.record(fields, fields.base_offset, commit)

@@ -75,6 +75,14 @@ class Partition:
         """Whether clients may produce to and fetch from it here."""
         return self.is_leader and self.log.offline_reason is None
 
+    @property
+    def last_stable_offset(self) -> int:
+        """The high watermark, or the first offset of the oldest open transaction below it:
+        read_committed consumers read up to here."""
+        high_watermark = self.log.high_watermark
+        unstable = self.producers.first_unstable_offset()
+        return high_watermark if unstable is None else min(unstable, high_watermark)
+
     def wake_waiters(self) -> None:
         waiters, self.waiters = self.waiters, []
         for waiter in waiters:
@@ -130,6 +138,9 @@ class FetchResult:
     data: FileSlice | None = None
     #: the replica the consumer should read this partition from instead (KIP-392); -1: here
     preferred_read_replica: int = -1
+    last_stable_offset: int = -1
+    #: for read_committed: (producer id, first offset) of aborted transactions in the range
+    aborted: tuple[tuple[int, int], ...] | None = None
 
 
 class ReplicaManager:
@@ -334,6 +345,14 @@ class ReplicaManager:
                 return self._refuse(partition, shortfall)
         return self._append_validated(partition, _stored_form(records, header, config))
 
+    def append_marker(self, topic: str, index: int, batch: bytes, commit: bool) -> AppendResult:
+        """Append a COMMIT or ABORT control batch (built by the broker, so not validated as a
+        client's batch is) that ends its producer's transaction on this partition."""
+        partition = self.partitions.get((topic, index))
+        if partition is None or not partition.serving:
+            return self._missing_or_offline(topic, index)
+        return self._append_validated(partition, batch, commit)
+
     def _check_topic_rules(self, partition: Partition, header: BatchHeader) -> None:
         """What the topic's configs demand of every record: keys on a compacted topic, and
         timestamps within message.timestamp.before/after.max.ms of the broker's clock."""
@@ -364,7 +383,9 @@ class ReplicaManager:
             log.warning("refusing appends to %s-%d: %s", partition.topic, partition.index, why)
         return AppendResult(ErrorCode.kafka_storage_error, message=why)
 
-    def _append_validated(self, partition: Partition, records: bytes) -> AppendResult:
+    def _append_validated(
+        self, partition: Partition, records: bytes, commit: bool | None = None
+    ) -> AppendResult:
         buf = bytearray(records)
         try:
             info = partition.log.append(buf, leader_epoch=partition.leader_epoch)
@@ -374,7 +395,7 @@ class ReplicaManager:
             self._take_offline(partition, exc)
             return AppendResult(ErrorCode.kafka_storage_error, message=str(exc))
         self.log_manager.note_appended(partition.topic, partition.index, len(buf))
-        partition.producers.record(BatchHeader(buf).fields(), info.first_offset)
+        partition.producers.record(BatchHeader(buf).fields(), info.first_offset, commit)
         if partition.leader_state is not None:
             self._advance_high_watermark(partition)
         partition.wake_waiters()
@@ -479,14 +500,18 @@ class ReplicaManager:
         max_bytes: int,
         replica_id: int = -1,
         from_followers: bool = False,
+        read_committed: bool = False,
     ) -> list[FetchResult]:
         """Read every requested partition; wait up to `max_wait_ms` for `min_bytes` in all.
+        `read_committed` reads stop at the last stable offset and name the aborted
+        transactions of the range read.
         A follower (`replica_id` >= 0) reads up to the log end, and its fetch offsets tell the
         leader how far it has replicated. With `from_followers` (a consumer's Fetch v11+,
         KIP-392) partitions this broker follows are served too, up to their high watermark."""
         deadline = self._clock.monotonic_ms() + max_wait_ms
         while True:
-            results = self._read_all(requests, max_bytes, replica_id, from_followers)
+            results = self._read_all(requests, max_bytes, replica_id, from_followers,
+                                     read_committed)  # fmt: skip
             available = sum(r.data.size for r in results if r.data is not None)
             errors = any(r.error != ErrorCode.none for r in results)
             remaining = deadline - self._clock.monotonic_ms()
@@ -501,13 +526,14 @@ class ReplicaManager:
         max_bytes: int,
         replica_id: int = -1,
         from_followers: bool = False,
+        read_committed: bool = False,
     ) -> list[FetchResult]:
         results = []
         budget = max_bytes
         for request in requests:
             result = self._read_one(
                 request, budget, min_one_batch=budget == max_bytes, replica_id=replica_id,
-                from_followers=from_followers,
+                from_followers=from_followers, read_committed=read_committed,
             )  # fmt: skip
             if result.data is not None:
                 budget = max(0, budget - result.data.size)
@@ -529,6 +555,7 @@ class ReplicaManager:
         min_one_batch: bool,
         replica_id: int = -1,
         from_followers: bool = False,
+        read_committed: bool = False,
     ) -> FetchResult:
         partition = self.partitions.get((request.topic, request.partition))
         follower_read = (
@@ -556,6 +583,8 @@ class ReplicaManager:
             bound = partition.log.log_end_offset
             if request.offset <= bound:
                 self._follower_fetched(partition, replica_id, request.offset)
+        elif read_committed:
+            bound = partition.last_stable_offset
         try:
             info = partition.log.read(
                 request.offset, limit, min_one_batch=min_one_batch, retain=True, max_offset=bound
@@ -582,6 +611,13 @@ class ReplicaManager:
                 partition_log.log_start_offset,
             )
         data = info.data if limit > 0 or min_one_batch else None
+        stable = partition.last_stable_offset
+        aborted = None
+        if read_committed and bound is not None:
+            aborted = tuple(
+                (a.producer_id, a.first_offset)
+                for a in partition.producers.aborted_between(request.offset, bound)
+            )
         return FetchResult(
             request.topic,
             request.partition,
@@ -589,6 +625,8 @@ class ReplicaManager:
             info.high_watermark,
             info.log_start_offset,
             data,
+            last_stable_offset=stable,
+            aborted=aborted,
         )
 
     def preferred_read_replica(
@@ -631,14 +669,19 @@ class ReplicaManager:
 
     # ---- offsets ------------------------------------------------------------------------------
 
-    def list_offset(self, topic: str, index: int, timestamp: int) -> tuple[ErrorCode, int, int]:
-        """(error, offset, timestamp) for ListOffsets: -1 latest, -2 earliest, -3 max timestamp,
-        else the first offset whose timestamp is >= `timestamp` (offset -1 if none)."""
+    def list_offset(
+        self, topic: str, index: int, timestamp: int, *, read_committed: bool = False
+    ) -> tuple[ErrorCode, int, int]:
+        """(error, offset, timestamp) for ListOffsets: -1 latest (the last stable offset for
+        `read_committed`), -2 earliest, -3 max timestamp, else the first offset whose timestamp
+        is >= `timestamp` (offset -1 if none)."""
         partition = self.partitions.get((topic, index))
         if partition is None or not partition.serving:
             return self._missing_or_offline(topic, index).error, -1, -1
         partition_log = partition.log
         if timestamp == LATEST_TIMESTAMP:
+            if read_committed:
+                return ErrorCode.none, partition.last_stable_offset, -1
             return ErrorCode.none, partition_log.high_watermark, -1
         if timestamp == EARLIEST_TIMESTAMP:
             return ErrorCode.none, partition_log.log_start_offset, -1
@@ -679,7 +722,7 @@ def _producer_state(partition_log: PartitionLog) -> ProducerStateManager:
     producer's last five batches are in these unless it has been idle for a long time)."""
     producers = ProducerStateManager()
     start = partition_log.segments[max(0, len(partition_log.segments) - 2)].base_offset
-    producers.load(partition_log.batch_headers(start))
+    producers.load(partition_log.batch_headers_and_markers(start))
     return producers
 
 

@@ -36,6 +36,9 @@ from weir.broker.replica_manager import ReplicaManager
 from weir.broker.request_log import RequestLog
 from weir.broker.topics import TopicManager
 from weir.broker.tuning import apply_allocator_settings
+from weir.broker.txn.coordinator import TransactionCoordinator, TxnConfig
+from weir.broker.txn.markers import LocalMarkerWriter
+from weir.broker.txn.store import TransactionStore
 from weir.broker.wire import ChunkedResponse
 from weir.clock import Clock, SystemClock, ThreadScheduler
 from weir.cluster.metadata import EmbeddedMetadataStore, MetadataStore
@@ -50,6 +53,7 @@ log = logging.getLogger(__name__)
 
 RECV_BYTES = SMALL_FRAME_BYTES
 GROUP_TICK_S = 0.1
+TXN_TICK_S = 0.1
 ISR_CHECK_INTERVAL_S = 1.0
 ACCEPT_BACKOFF_S = (0.05, 1.0)  # first and longest wait after accept runs out of resources
 ACCEPT_LOG_INTERVAL_MS = 10_000
@@ -134,16 +138,49 @@ class Broker:
                 cluster=self.cluster is not None,
             ),
         )
+        producer_ids = ProducerIdAllocator(metadata)
         return BrokerContext(
             config,
             metadata,
             replicas,
             topics,
-            ProducerIdAllocator(metadata),
+            producer_ids,
             groups,
             self.clock,
             self._request_log,
             self.cluster,
+            self._transaction_coordinator(replicas, topics, producer_ids),
+        )
+
+    def _transaction_coordinator(
+        self, replicas: ReplicaManager, topics: TopicManager, producer_ids: ProducerIdAllocator
+    ) -> TransactionCoordinator:
+        config = self.config
+        store = TransactionStore(
+            replicas,
+            topics,
+            config.transaction_state_log_num_partitions,
+            self.clock,
+            replication=config.transaction_state_log_replication_factor if self.cluster else 1,
+            min_isr=config.transaction_state_log_min_isr if self.cluster else 1,
+            segment_bytes=config.transaction_state_log_segment_bytes,
+            cluster=self.cluster is not None,
+        )
+        return TransactionCoordinator(
+            TxnConfig(
+                max_timeout_ms=config.transaction_max_timeout_ms,
+                transactional_id_expiration_ms=config.transactional_id_expiration_ms,
+                abort_timed_out_interval_ms=(
+                    config.transaction_abort_timed_out_transaction_cleanup_interval_ms
+                ),
+                remove_expired_interval_ms=(
+                    config.transaction_remove_expired_transaction_cleanup_interval_ms
+                ),
+            ),
+            self.clock,
+            store,
+            LocalMarkerWriter(replicas, self.clock),
+            producer_ids.next_id,
         )
 
     # ---- lifecycle ----------------------------------------------------------------------------
@@ -165,8 +202,8 @@ class Broker:
     async def serve(self) -> None:
         assert self._listener is not None
         loop = asyncio.get_running_loop()
-        ticker = loop.create_task(self._tick_groups())
-        self._connections.add(ticker)
+        for tick in (self._tick_groups, self._tick_transactions):
+            self._connections.add(loop.create_task(tick()))
         backoff = ACCEPT_BACKOFF_S[0]
         while True:
             try:
@@ -229,12 +266,25 @@ class Broker:
             except Exception:
                 log.exception("group coordinator tick failed")
 
+    async def _tick_transactions(self) -> None:
+        """Abort timed-out transactions and expire idle transactional ids (each at its own
+        interval); finish transactions found prepared when the state was loaded."""
+        transactions = self.context.transactions
+        while transactions is not None:
+            await asyncio.sleep(TXN_TICK_S)
+            try:
+                transactions.tick()
+            except Exception:
+                log.exception("transaction coordinator tick failed")
+
     async def close(self) -> None:
         if self._listener is not None:
             self._listener.close()
         for task in list(self._connections):
             task.cancel()
         await asyncio.gather(*self._connections, return_exceptions=True)
+        if self.context.transactions is not None:
+            await self.context.transactions.close()
         if self.cluster is not None:
             await self.cluster.stop_replicating()
             await asyncio.get_running_loop().run_in_executor(None, self.cluster.close)

@@ -20,6 +20,7 @@ from weir.cli import (
     groups,
     logtool,
     pipeline,
+    txn,
     zookeeper,
 )
 
@@ -32,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     broker.register(commands)
     clients.register(commands)
     groups.register(commands)
+    txn.register(commands)
     consumer.register(commands)
     demo.register(commands)
     logtool.register(commands)

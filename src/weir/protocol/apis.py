@@ -34,6 +34,9 @@ class ApiKey(enum.IntEnum):
     DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    ADD_PARTITIONS_TO_TXN = 24
+    ADD_OFFSETS_TO_TXN = 25
+    END_TXN = 26
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     CREATE_PARTITIONS = 37
@@ -43,6 +46,8 @@ class ApiKey(enum.IntEnum):
     OFFSET_DELETE = 47
     ALTER_PARTITION = 56
     DESCRIBE_CLUSTER = 60
+    DESCRIBE_TRANSACTIONS = 65
+    LIST_TRANSACTIONS = 66
 
 
 ADVERTISED: Final = MappingProxyType(
@@ -69,11 +74,18 @@ ADVERTISED: Final = MappingProxyType(
         ApiKey.DELETE_RECORDS: (0, 2),
         ApiKey.INIT_PRODUCER_ID: (0, 4),
         ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
+        # v4+ is the broker-to-broker batched form (KIP-890 verification), not served
+        ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
+        ApiKey.ADD_OFFSETS_TO_TXN: (0, 4),
+        # v5 is KIP-890's epoch bump at every EndTxn (transaction version 2), not served
+        ApiKey.END_TXN: (0, 4),
         ApiKey.DESCRIBE_CONFIGS: (1, 4),
         ApiKey.ALTER_CONFIGS: (0, 2),
         ApiKey.CREATE_PARTITIONS: (0, 3),
         ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
         ApiKey.DESCRIBE_CLUSTER: (0, 1),
+        ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
+        ApiKey.LIST_TRANSACTIONS: (0, 2),
     }
 )
 

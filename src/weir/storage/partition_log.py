@@ -43,6 +43,8 @@ from weir.records import (
     set_log_append_time,
     set_partition_leader_epoch,
 )
+from weir.records.batch import CONTROL_BIT
+from weir.records.control import marker_commits
 from weir.storage.config import HW_LOG_END, TIMESTAMP_LOG_APPEND_TIME, LogConfig
 from weir.storage.errors import (
     CorruptIndexError,
@@ -482,6 +484,24 @@ class PartitionLog:
                 if located.last_offset >= start_offset:
                     raw = os.pread(segment.fd, HEADER_SIZE, located.position)
                     yield BatchHeader(raw).fields()
+
+    def batch_headers_and_markers(
+        self, start_offset: int = 0
+    ) -> Iterator[tuple[HeaderFields, bool | None]]:
+        """`batch_headers`, each with what a control batch's marker says (True COMMIT, False
+        ABORT; None for other batches): only control batches are read whole."""
+        with self._lock:
+            segments = list(self.segments[self._segment_index_for(start_offset) :])
+        for segment in segments:
+            for located in segment.batches():
+                if located.last_offset < start_offset:
+                    continue
+                fields = BatchHeader(os.pread(segment.fd, HEADER_SIZE, located.position)).fields()
+                commit = None
+                if fields.attributes & CONTROL_BIT:
+                    whole = BatchHeader(os.pread(segment.fd, located.size, located.position))
+                    commit = marker_commits(whole)
+                yield fields, commit
 
     # ---- offsets by time ----------------------------------------------------------------------
 

@@ -132,6 +132,8 @@ class GroupStore:
             if partition is None:
                 continue
             for header in partition.log.batches(partition.log.log_start_offset):
+                if header.is_control:  # a transaction's marker, not group state
+                    continue
                 for record in iter_records(header):
                     if record.key is not None:
                         self._apply(state, record.key, record.value)

@@ -9,6 +9,8 @@ from typing import Any
 
 from weir.broker.context import BrokerContext
 from weir.broker.handlers import (
+    add_offsets_to_txn,
+    add_partitions_to_txn,
     alter_configs,
     alter_partition,
     api_versions,
@@ -21,7 +23,9 @@ from weir.broker.handlers import (
     describe_cluster,
     describe_configs,
     describe_groups,
+    describe_transactions,
     elect_leaders,
+    end_txn,
     fetch,
     find_coordinator,
     heartbeat,
@@ -32,6 +36,7 @@ from weir.broker.handlers import (
     leave_group,
     list_groups,
     list_offsets,
+    list_transactions,
     metadata,
     offset_commit,
     offset_delete,
@@ -75,6 +80,11 @@ HANDLERS: MappingProxyType[int, Handler] = MappingProxyType({
     ApiKey.INCREMENTAL_ALTER_CONFIGS: incremental_alter_configs.handle,
     ApiKey.DESCRIBE_CLUSTER: describe_cluster.handle,
     ApiKey.OFFSET_FOR_LEADER_EPOCH: offset_for_leader_epoch.handle,
+    ApiKey.ADD_PARTITIONS_TO_TXN: add_partitions_to_txn.handle,
+    ApiKey.ADD_OFFSETS_TO_TXN: add_offsets_to_txn.handle,
+    ApiKey.END_TXN: end_txn.handle,
+    ApiKey.DESCRIBE_TRANSACTIONS: describe_transactions.handle,
+    ApiKey.LIST_TRANSACTIONS: list_transactions.handle,
     ApiKey.ALTER_PARTITION: alter_partition.handle,
     InterBrokerApiKey.LEADER_AND_ISR: leader_and_isr.handle,
     InterBrokerApiKey.STOP_REPLICA: stop_replica.handle,

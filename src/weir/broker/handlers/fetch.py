@@ -2,7 +2,9 @@
 through descriptors of their own that the connection closes once they are sent.
 
 No fetch sessions: every response has session id 0, so clients send full requests (KIP-227
-allows this). read_committed and read_uncommitted see the same data: there are no transactions.
+allows this). read_committed fetches (isolation level 1) stop at the last stable offset and list
+the aborted transactions of the range, whose records the client skips (KIP-98); the broker does
+not filter records.
 
 Reads from followers (KIP-392): a consumer's Fetch v11+ may read a partition from any replica,
 up to that replica's high watermark. With `replica.selector.class` rack-aware, a leader answers
@@ -26,6 +28,7 @@ from weir.protocol.apis import ApiKey
 from weir.protocol.codec import Request, response_module
 
 MARKER_BYTES = 16
+READ_COMMITTED = 1
 FOLLOWER_FETCH_VERSION = 11  # the first Fetch with rack_id and preferred_read_replica
 
 
@@ -60,6 +63,7 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
         max_bytes=body.max_bytes,
         replica_id=replica_id,
         from_followers=from_followers,
+        read_committed=getattr(body, "isolation_level", 0) == READ_COMMITTED,
     )
     try:
         return _response(request, results + redirected)
@@ -80,8 +84,9 @@ def _response(request: Request, results: list[FetchResult]) -> ChunkedResponse:
             records = Records(marker)
         partition = make(
             m.PartitionData, partition_index=result.partition, error_code=result.error,
-            high_watermark=result.high_watermark, last_stable_offset=result.high_watermark,
-            log_start_offset=result.log_start_offset, aborted_transactions=None,
+            high_watermark=result.high_watermark,
+            last_stable_offset=_stable(result),
+            log_start_offset=result.log_start_offset, aborted_transactions=_aborted(m, result),
             preferred_read_replica=result.preferred_read_replica, records=records,
         )  # fmt: skip
         topics.setdefault(result.topic, []).append(partition)
@@ -90,3 +95,14 @@ def _response(request: Request, results: list[FetchResult]) -> ChunkedResponse:
                         make(m.FetchableTopicResponse, topic=t, partitions=tuple(ps))
                         for t, ps in topics.items()))  # fmt: skip
     return ChunkedResponse.with_slices(request, response, slices)
+
+
+def _stable(result: FetchResult) -> int:
+    return result.last_stable_offset if result.last_stable_offset >= 0 else result.high_watermark
+
+
+def _aborted(m: Any, result: FetchResult) -> Any:
+    if result.aborted is None:
+        return None
+    return tuple(make(m.AbortedTransaction, producer_id=producer_id, first_offset=first)
+                 for producer_id, first in result.aborted)  # fmt: skip

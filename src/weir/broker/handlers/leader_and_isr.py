@@ -14,6 +14,7 @@ from kio.schema.errors import ErrorCode
 
 from weir.broker.context import BrokerContext, make
 from weir.broker.group.store import OFFSETS_TOPIC
+from weir.broker.txn.store import TRANSACTION_STATE_TOPIC
 from weir.protocol.apis import InterBrokerApiKey
 from weir.protocol.codec import Request, response_module
 from weir.storage import StorageError
@@ -84,12 +85,16 @@ async def _apply(broker: BrokerContext, topic: str, state: Any) -> ErrorCode:
             )  # fmt: skip
             if topic == OFFSETS_TOPIC and not was_leader:
                 broker.groups.load_partition(state.partition_index)
+            if topic == TRANSACTION_STATE_TOPIC and not was_leader and broker.transactions:
+                broker.transactions.load_partition(state.partition_index)
         else:
             broker.replicas.become_follower(
                 topic, state.partition_index, state.leader_epoch, config
             )
             if topic == OFFSETS_TOPIC:
                 broker.groups.unload_partition(state.partition_index)
+            if topic == TRANSACTION_STATE_TOPIC and broker.transactions:
+                broker.transactions.unload_partition(state.partition_index)
             partition = broker.replicas.get(topic, state.partition_index)
             if state.leader >= 0 and partition is not None:
                 cluster.follow(partition, state.leader, state.leader_epoch)

@@ -1,4 +1,5 @@
-"""ListOffsets (2): earliest (-2), latest (-1), max timestamp (-3), or by timestamp."""
+"""ListOffsets (2): earliest (-2), latest (-1), max timestamp (-3), or by timestamp. Latest is
+the high watermark, or the last stable offset for read_committed (isolation level 1)."""
 
 from __future__ import annotations
 
@@ -9,15 +10,18 @@ from weir.broker.context import BrokerContext, make
 from weir.protocol.apis import ApiKey
 from weir.protocol.codec import Request, response_module
 
+READ_COMMITTED = 1
+
 
 async def handle(broker: BrokerContext, request: Request) -> Any:
     m = response_module(ApiKey.LIST_OFFSETS, request.api_version)
     topics = []
+    read_committed = getattr(request.body, "isolation_level", 0) == READ_COMMITTED
     for topic in request.body.topics:
         partitions = []
         for p in topic.partitions:
             error, offset, timestamp = broker.replicas.list_offset(
-                topic.name, p.partition_index, p.timestamp
+                topic.name, p.partition_index, p.timestamp, read_committed=read_committed
             )
             partition = broker.replicas.get(topic.name, p.partition_index)
             epoch = partition.leader_epoch if partition is not None else -1

@@ -17,6 +17,7 @@ from weir.broker.context import BrokerContext, make
 from weir.protocol.apis import ApiKey
 from weir.protocol.codec import Request, response_module
 from weir.protocol.errors import InvalidRequestError
+from weir.records import BatchHeader
 
 ACKS_ALL = -1
 VALID_ACKS = (0, 1, ACKS_ALL)
@@ -30,7 +31,9 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
     for topic in body.topic_data:
         partitions: list[Any] = []
         for data in topic.partition_data:
-            response, message, end_offset = _append(m, broker, topic.name, data, body.acks)
+            response, message, end_offset = _append(
+                m, broker, topic.name, data, body.acks, getattr(body, "transactional_id", None)
+            )
             if response.error_code != ErrorCode.none:
                 where = f"{topic.name}-{data.index}"
                 broker.request_log.refused(request, where, response.error_code, message)
@@ -77,7 +80,7 @@ async def _wait_replicated(
 
 
 def _append(
-    m: Any, broker: BrokerContext, topic: str, data: Any, acks: int
+    m: Any, broker: BrokerContext, topic: str, data: Any, acks: int, transactional_id: str | None
 ) -> tuple[Any, str | None, int]:
     """The partition's response, the reason for its error if it has one, and the log end
     offset after the append (-1 if nothing was appended)."""
@@ -85,8 +88,9 @@ def _append(
         message = f"acks={acks}"
         return _error(m, data.index, ErrorCode.invalid_required_acks, message), message, -1
     if body_is_transactional(data.records):
-        message = "transactions are not supported"
-        return _error(m, data.index, ErrorCode.transactional_id_not_found, message), message, -1
+        error, message = _verify_transactional(broker, topic, data, transactional_id)
+        if error is not ErrorCode.none:
+            return _error(m, data.index, error, message), message, -1
     result = broker.replicas.append(topic, data.index, data.records, acks=acks)
     record_errors: tuple[Any, ...] = ()
     if hasattr(m, "BatchIndexAndErrorMessage"):
@@ -105,6 +109,31 @@ def _append(
         error_message=result.message,
     )
     return response, result.message, result.end_offset
+
+
+def _verify_transactional(
+    broker: BrokerContext, topic: str, data: Any, transactional_id: str | None
+) -> tuple[ErrorCode, str]:
+    """A transactional batch needs the request's transactional id and, where this broker
+    coordinates that id, an open transaction of its producer that includes the partition."""
+    if transactional_id is None:
+        return ErrorCode.invalid_txn_state, "a transactional batch without a transactional id"
+    if broker.cluster is not None:
+        why = "transactions are not supported in cluster mode yet"
+        return ErrorCode.transactional_id_not_found, why
+    coordinator = broker.transactions
+    if coordinator is None or not coordinator.store.is_coordinator(transactional_id):
+        return ErrorCode.none, ""
+    fields = BatchHeader(data.records).fields()
+    error = coordinator.verify(
+        transactional_id, fields.producer_id, fields.producer_epoch, (topic, data.index)
+    )
+    if error is ErrorCode.none:
+        return error, ""
+    return error, (
+        f"producer {fields.producer_id} (epoch {fields.producer_epoch}) has no open transaction "
+        f"{transactional_id!r} that includes {topic}-{data.index}"
+    )
 
 
 def body_is_transactional(records: bytes | None) -> bool:

@@ -1,0 +1,201 @@
+"""`weir txn list|describe`, as kafka-transactions.sh does them.
+
+list asks every broker of the cluster (ListTransactions), since each knows only the
+transactional ids it coordinates; describe finds the id's coordinator (FindCoordinator, key type
+transaction) and asks it (DescribeTransactions). librdkafka has no admin call for either, so
+these speak the Kafka protocol directly, one request at a time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import functools
+import itertools
+import socket
+import struct
+import sys
+import time
+from typing import Any
+
+from kio.schema.describe_transactions.v0 import response as describe_response
+from kio.schema.describe_transactions.v0.request import DescribeTransactionsRequest
+from kio.schema.errors import ErrorCode
+from kio.schema.find_coordinator.v3.request import FindCoordinatorRequest
+from kio.schema.list_transactions.v1.request import ListTransactionsRequest
+from kio.schema.metadata.v1.request import MetadataRequest
+from kio.schema.types import ProducerId, TransactionalId
+from kio.serial import entity_reader
+from kio.static.primitive import TZAware, i8, i64
+
+from weir.broker.config import parse_host_port
+from weir.cli.clients import ADMIN_TIMEOUT, add_bootstrap
+from weir.protocol.apis import ApiKey
+from weir.protocol.codec import decode_response, encode_request
+
+CLIENT_ID = "weir-txn"
+TRANSACTION_KEY = i8(1)
+_SIZE = struct.Struct(">i")
+
+
+def register(commands: Any) -> None:
+    txn = commands.add_parser("txn", help="list and describe transactions")
+    sub = txn.add_subparsers(dest="txn_command", required=True, metavar="ACTION")
+    listing = sub.add_parser("list", help="transactional ids known to the cluster's coordinators")
+    listing.add_argument(
+        "--state",
+        action="append",
+        default=[],
+        help="only ids in this state (Ongoing, PrepareCommit, ...); repeatable",
+    )
+    listing.add_argument(
+        "--producer-id",
+        type=int,
+        action="append",
+        default=[],
+        help="only ids with this producer id; repeatable",
+    )
+    listing.add_argument("--duration-filter", type=int, default=-1, metavar="MS",
+                         help="only transactions open longer than MS milliseconds")  # fmt: skip
+    listing.set_defaults(run=run_list)
+    describe = sub.add_parser("describe", help="one transactional id's current transaction")
+    describe.add_argument("--transactional-id", required=True)
+    describe.set_defaults(run=run_describe)
+    for parser in (listing, describe):
+        add_bootstrap(parser)
+
+
+class Connection:
+    """One connection to a broker, one request at a time."""
+
+    def __init__(self, host: str, port: int, timeout: float = ADMIN_TIMEOUT) -> None:
+        self._sock = socket.create_connection((host, port), timeout=timeout)
+        self._correlation = itertools.count(1)
+
+    def __enter__(self) -> Connection:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._sock.close()
+
+    def call(self, api_key: int, version: int, body: Any) -> Any:
+        correlation_id = next(self._correlation)
+        self._sock.sendall(encode_request(api_key, version, correlation_id, CLIENT_ID, body))
+        (size,) = _SIZE.unpack(self._read(_SIZE.size))
+        payload = self._read(size)
+        if api_key == ApiKey.DESCRIBE_TRANSACTIONS and version == 0:
+            answered, response = _read_describe_transactions(payload)
+        else:
+            answered, response = decode_response(api_key, version, payload)
+        if answered != correlation_id:
+            raise ConnectionError(f"response {answered} to request {correlation_id}")
+        return response
+
+    def _read(self, count: int) -> bytes:
+        data = bytearray()
+        while len(data) < count:
+            chunk = self._sock.recv(count - len(data))
+            if not chunk:
+                raise ConnectionError("the broker closed the connection")
+            data += chunk
+        return bytes(data)
+
+
+def _read_describe_transactions(payload: bytes) -> tuple[int, Any]:
+    """DescribeTransactions v0 read with its start time nullable: Kafka sends -1 for an id with
+    no transaction open, which kio's reader of the declared (non-null) timestamp refuses."""
+    cls = _describe_transactions_response()
+    header, used = entity_reader(cls.__header_schema__)(payload, 0)
+    body, _ = entity_reader(cls)(payload, used)
+    return header.correlation_id, body
+
+
+@functools.cache
+def _describe_transactions_response() -> Any:
+    state = _derived(describe_response.TransactionState,
+                     {"transaction_start_time": TZAware | None})  # fmt: skip
+    return _derived(describe_response.DescribeTransactionsResponse,
+                    {"transaction_states": tuple[state, ...]})  # type: ignore[valid-type]  # fmt: skip
+
+
+def _derived(cls: Any, types: dict[str, Any]) -> Any:
+    """kio's message class `cls` with the field types in `types` replaced."""
+    fields = []
+    for f in dataclasses.fields(cls):
+        extra = {} if f.default is dataclasses.MISSING else {"default": f.default}
+        fields.append((f.name, types.get(f.name, f.type),
+                       dataclasses.field(metadata=f.metadata, **extra)))  # fmt: skip
+    schema = ("__type__", "__version__", "__flexible__", "__api_key__", "__header_schema__")
+    return dataclasses.make_dataclass(
+        cls.__name__, fields, namespace={name: getattr(cls, name) for name in schema},
+        frozen=True, slots=True, kw_only=True,
+    )  # fmt: skip
+
+
+def _brokers(bootstrap: str) -> list[tuple[int, str, int]]:
+    host, port = parse_host_port(bootstrap)
+    with Connection(host, port) as conn:
+        metadata = conn.call(ApiKey.METADATA, 1, MetadataRequest(topics=()))
+    return sorted((b.node_id, b.host, b.port) for b in metadata.brokers)
+
+
+def run_list(args: argparse.Namespace) -> int:
+    request = ListTransactionsRequest(
+        state_filters=tuple(args.state),
+        producer_id_filters=tuple(ProducerId(p) for p in args.producer_id),
+        duration_filter=i64(args.duration_filter),
+    )
+    rows, failed = [], False
+    for node_id, host, port in _brokers(args.bootstrap_server):
+        with Connection(host, port) as conn:
+            response = conn.call(ApiKey.LIST_TRANSACTIONS, 1, request)
+        if response.error_code is not ErrorCode.none:
+            print(f"weir: broker {node_id}: {response.error_code.name}", file=sys.stderr)
+            failed = True
+        for unknown in response.unknown_state_filters:
+            print(f"weir: unknown state {unknown!r}", file=sys.stderr)
+        rows += [(t.transactional_id, node_id, t.producer_id, t.transaction_state)
+                 for t in response.transaction_states]  # fmt: skip
+    print(f"{'TransactionalId':<40}{'Coordinator':>12}{'ProducerId':>12}  TransactionState")
+    for transactional_id, node_id, producer_id, state in sorted(rows):
+        print(f"{transactional_id:<40}{node_id:>12}{producer_id:>12}  {state}")
+    return 1 if failed else 0
+
+
+def run_describe(args: argparse.Namespace) -> int:
+    transactional_id = args.transactional_id
+    host, port = parse_host_port(args.bootstrap_server)
+    with Connection(host, port) as conn:
+        request = FindCoordinatorRequest(key=transactional_id, key_type=TRANSACTION_KEY)
+        found = conn.call(ApiKey.FIND_COORDINATOR, 3, request)
+    if found.error_code is not ErrorCode.none:
+        print(f"weir: no coordinator for {transactional_id!r}: {found.error_code.name}",
+              file=sys.stderr)  # fmt: skip
+        return 1
+    with Connection(found.host, found.port) as conn:
+        response = conn.call(ApiKey.DESCRIBE_TRANSACTIONS, 0, DescribeTransactionsRequest(
+            transactional_ids=(TransactionalId(transactional_id),)))  # fmt: skip
+    [state] = response.transaction_states
+    if state.error_code is not ErrorCode.none:
+        print(f"weir: {transactional_id!r}: {state.error_code.name}", file=sys.stderr)
+        return 1
+    _print_description(found.node_id, state)
+    return 0
+
+
+def _print_description(coordinator: int, state: Any) -> None:
+    started = state.transaction_start_time
+    start_ms = -1 if started is None else round(started.timestamp() * 1000)
+    duration = "-" if start_ms < 0 else str(round(time.time() * 1000) - start_ms)
+    timeout_ms = round(state.transaction_timeout / datetime.timedelta(milliseconds=1))
+    partitions = ",".join(f"{t.topic}-{p}" for t in state.topics for p in t.partitions)
+    rows = [
+        ("CoordinatorId", coordinator), ("TransactionalId", state.transactional_id),
+        ("ProducerId", state.producer_id), ("ProducerEpoch", state.producer_epoch),
+        ("TransactionState", state.transaction_state), ("TransactionTimeoutMs", timeout_ms),
+        ("CurrentTransactionStartTimeMs", start_ms if start_ms >= 0 else "-"),
+        ("TransactionDurationMs", duration), ("TopicPartitions", partitions or "-"),
+    ]  # fmt: skip
+    for name, value in rows:
+        print(f"{name:<32}{value}")

@@ -1,0 +1,110 @@
+"""Transactions end to end through a real broker: confluent-kafka's transactional producer
+commits and aborts, and read_committed consumers see exactly the committed records, in order,
+never an aborted one and nothing of a transaction still open; read_uncommitted consumers see
+everything; ListOffsets for read_committed answers the last stable offset."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+
+import pytest
+from broker_process import BrokerProcess
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+TIMEOUT = 30
+BrokerFactory = Callable[..., BrokerProcess]
+
+
+@pytest.fixture
+def broker(broker_factory: BrokerFactory) -> BrokerProcess:
+    return broker_factory("read-committed")
+
+
+def _topic(broker: BrokerProcess, partitions: int = 2) -> str:
+    name = f"rc-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(name, num_partitions=partitions)])[name].result(TIMEOUT)
+    return name
+
+
+def _producer(broker: BrokerProcess, transactional_id: str) -> Producer:
+    producer = Producer({"bootstrap.servers": broker.bootstrap,
+                         "transactional.id": transactional_id, "log_level": 0})  # fmt: skip
+    producer.init_transactions(TIMEOUT)
+    return producer
+
+
+def _read(broker: BrokerProcess, topic: str, isolation: str, settle_s: float = 3.0) -> list[str]:
+    """Every value a fresh consumer with `isolation` reads, once nothing new came for
+    `settle_s` seconds after the first."""
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": uuid.uuid4().hex,
+                         "auto.offset.reset": "earliest", "isolation.level": isolation,
+                         "enable.auto.commit": False, "log_level": 0})  # fmt: skip
+    consumer.subscribe([topic])
+    values: list[str] = []
+    quiet_since = time.monotonic()
+    deadline = time.monotonic() + TIMEOUT
+    try:
+        while time.monotonic() < deadline and not (
+            values and time.monotonic() - quiet_since > settle_s
+        ):
+            for message in consumer.consume(500, timeout=0.3):
+                if message.error() is None:
+                    values.append(message.value().decode())
+                    quiet_since = time.monotonic()
+    finally:
+        consumer.close()
+    return values
+
+
+def _send(producer: Producer, topic: str, prefix: str, count: int) -> list[str]:
+    values = [f"{prefix}-{i}" for i in range(count)]
+    for i, value in enumerate(values):
+        producer.produce(topic, value.encode(), partition=i % 2)
+    producer.flush(TIMEOUT)
+    return values
+
+
+def test_read_committed_sees_committed_records_only(broker):
+    topic = _topic(broker)
+    producer = _producer(broker, "rc-writer")
+    producer.begin_transaction()
+    first = _send(producer, topic, "first", 50)
+    producer.commit_transaction(TIMEOUT)
+    producer.begin_transaction()
+    aborted = _send(producer, topic, "aborted", 50)
+    producer.abort_transaction(TIMEOUT)
+    producer.begin_transaction()
+    last = _send(producer, topic, "last", 20)
+    producer.commit_transaction(TIMEOUT)
+
+    committed = _read(broker, topic, "read_committed")
+    assert sorted(committed) == sorted(first + last)
+    for partition in (0, 1):  # in order within each partition
+        mine = [v for v in committed if int(v.split("-")[1]) % 2 == partition]
+        assert mine == [v for v in first + last if int(v.split("-")[1]) % 2 == partition]
+    everything = _read(broker, topic, "read_uncommitted")
+    assert sorted(everything) == sorted(first + aborted + last)
+
+
+def test_an_open_transaction_holds_read_committed_back(broker):
+    topic = _topic(broker)
+    producer = _producer(broker, "rc-open")
+    producer.begin_transaction()
+    before = _send(producer, topic, "before", 10)
+    producer.commit_transaction(TIMEOUT)
+    producer.begin_transaction()
+    pending = _send(producer, topic, "pending", 10)
+
+    assert sorted(_read(broker, topic, "read_committed")) == sorted(before)
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "offsets",
+                         "isolation.level": "read_committed", "log_level": 0})  # fmt: skip
+    _, stable = consumer.get_watermark_offsets(TopicPartition(topic, 0), TIMEOUT, cached=False)
+    consumer.close()
+    assert stable == 6  # records 0-4, the commit marker at 5; the open transaction from 6
+
+    producer.commit_transaction(TIMEOUT)
+    assert sorted(_read(broker, topic, "read_committed")) == sorted(before + pending)
