@@ -1,15 +1,18 @@
-"""Transactions end to end through a real broker: confluent-kafka's transactional producer
-commits and aborts, and read_committed consumers see exactly the committed records, in order,
-never an aborted one and nothing of a transaction still open; read_uncommitted consumers see
-everything; ListOffsets for read_committed answers the last stable offset."""
+"""Transactions end to end through a real broker: confluent-kafka's and aiokafka's
+transactional producers commit and abort, and read_committed consumers see exactly the
+committed records, in order, never an aborted one and nothing of a transaction still open;
+read_uncommitted consumers see everything; ListOffsets for read_committed answers the last
+stable offset."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections.abc import Callable
 
 import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from broker_process import BrokerProcess
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -108,3 +111,39 @@ def test_an_open_transaction_holds_read_committed_back(broker):
 
     producer.commit_transaction(TIMEOUT)
     assert sorted(_read(broker, topic, "read_committed")) == sorted(before + pending)
+
+
+def test_aiokafka_transactions_and_read_committed(broker):
+    topic = _topic(broker)
+
+    async def run() -> list[str]:
+        producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id="aio")
+        await producer.start()
+        try:
+            async with producer.transaction():
+                for i in range(5):
+                    await producer.send_and_wait(topic, f"kept-{i}".encode(), partition=0)
+            await producer.begin_transaction()
+            for i in range(5):
+                await producer.send_and_wait(topic, f"dropped-{i}".encode(), partition=0)
+            await producer.abort_transaction()
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(topic, bootstrap_servers=broker.bootstrap,
+                                    isolation_level="read_committed",
+                                    auto_offset_reset="earliest")  # fmt: skip
+        await consumer.start()
+        values: list[str] = []
+        try:
+            deadline = time.monotonic() + TIMEOUT
+            while len(values) < 5 and time.monotonic() < deadline:
+                for messages in (await consumer.getmany(timeout_ms=500)).values():
+                    values.extend(m.value.decode() for m in messages)
+            await asyncio.sleep(1)  # anything after the committed five would show now
+            for messages in (await consumer.getmany(timeout_ms=500)).values():
+                values.extend(m.value.decode() for m in messages)
+        finally:
+            await consumer.stop()
+        return values
+
+    assert asyncio.run(run()) == [f"kept-{i}" for i in range(5)]
