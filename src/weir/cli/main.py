@@ -21,6 +21,7 @@ from weir.cli import (
     logtool,
     pipeline,
     txn,
+    user,
     zookeeper,
 )
 
@@ -34,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     clients.register(commands)
     groups.register(commands)
     txn.register(commands)
+    user.register(commands)
     consumer.register(commands)
     demo.register(commands)
     logtool.register(commands)

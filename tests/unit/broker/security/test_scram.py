@@ -71,6 +71,40 @@ def test_a_nonce_other_than_the_exchanges_is_refused() -> None:
         server.evaluate(forged)
 
 
+def test_librdkafkas_repeated_client_nonce_is_accepted_as_kafka_accepts_it() -> None:
+    """librdkafka puts its client nonce in front of the whole nonce again; Kafka takes any
+    nonce that ends with the exchange's, and the proof is computed over what was sent."""
+    salt = b"0123456789abcdef"
+    stored = credential(SCRAM_SHA_256, "pencil", salt)
+    server = ScramServer(SCRAM_SHA_256, lambda user, mechanism: stored)
+    server_first = server.evaluate(b"n,,n=user,r=cn").decode()
+    nonce = server_first.split(",")[0][2:]
+    assert client_final(server, "pencil", salt, "n=user,r=cn", server_first, "cn" + nonce)
+
+
+def client_final(
+    server: ScramServer, password: str, salt: bytes, first_bare: str, server_first: str, nonce: str
+) -> bytes:
+    """Send the client-final message a SHA-256 client computes; the server's answer."""
+    without_proof = f"c=biws,r={nonce}"
+    auth = f"{first_bare},{server_first},{without_proof}".encode()
+    salted = hashlib.pbkdf2_hmac("sha256", password.encode(), salt, 4096)
+    client_key = hmac.new(salted, b"Client Key", "sha256").digest()
+    signature = hmac.new(hashlib.sha256(client_key).digest(), auth, "sha256").digest()
+    proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
+    return server.evaluate(f"{without_proof},p={base64.b64encode(proof).decode()}".encode())
+
+
+def test_a_nonce_not_ending_with_the_exchanges_is_refused_even_with_a_right_proof() -> None:
+    salt = b"0123456789abcdef"
+    stored = credential(SCRAM_SHA_256, "pencil", salt)
+    server = ScramServer(SCRAM_SHA_256, lambda user, mechanism: stored)
+    server_first = server.evaluate(b"n,,n=user,r=cn").decode()
+    nonce = server_first.split(",")[0][2:]
+    with pytest.raises(SaslAuthenticationError, match="nonce"):
+        client_final(server, "pencil", salt, "n=user,r=cn", server_first, nonce + "x")
+
+
 def test_a_changed_proof_is_refused() -> None:
     server = rfc_server()
     server.evaluate(RFC_CLIENT_FIRST)
