@@ -147,6 +147,8 @@ class BrokerConfig:
     #: how long a connection may take to finish its TLS handshake and SASL authentication
     #: before it is closed
     connections_authentication_timeout_ms: int = 10_000
+    #: how long a connection whose authentication failed stays open after the refusal is sent
+    connection_failed_authentication_delay_ms: int = 100
     #: listener name -> {setting: value}, from `listener.name.<listener>.<setting>`
     listener_overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
     log_defaults: LogConfig = field(default_factory=LogConfig)

@@ -412,6 +412,10 @@ class Broker:
                         if isinstance(response, ChunkedResponse):
                             response.close()
                 if session.close_after_response:
+                    # as Kafka does: a client that reads the refusal before the close can
+                    # report it, rather than a lost connection
+                    delay_ms = self.config.connection_failed_authentication_delay_ms
+                    await asyncio.sleep(delay_ms / 1000)
                     return
         except RemoteProtocolError as exc:
             log.warning("closing connection from %s: %s", peer, exc)
