@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import functools
 import logging
 import resource
 import signal
@@ -42,13 +41,9 @@ from weir.broker.handlers import HANDLERS, api_versions
 from weir.broker.replica_manager import ReplicaManager
 from weir.broker.request_log import RequestLog
 from weir.broker.security.credentials import ScramCredentialStore
-from weir.broker.security.errors import (
-    IllegalSaslStateError,
-    SaslAuthenticationError,
-    SecurityConfigError,
-)
-from weir.broker.security.listener_security import ListenerSecurity
-from weir.broker.security.listeners import Listener, SecurityProtocol
+from weir.broker.security.errors import IllegalSaslStateError, SaslAuthenticationError
+from weir.broker.security.listener_security import ListenerSecurity, listener_securities
+from weir.broker.security.listeners import Listener
 from weir.broker.security.scram import ScramCredential, ScramMechanism
 from weir.broker.security.session import Session, bind
 from weir.broker.topics import TopicManager
@@ -94,12 +89,12 @@ class Broker:
     def __init__(self, config: BrokerConfig, clock: Clock | None = None) -> None:
         self.config = config
         self.clock: Clock = clock or SystemClock()
+        self._security = listener_securities(config)  # before anything else: fail fast
         self.cluster = ClusterNode(config) if config.zookeeper else None
         if self.cluster is not None:
             self.cluster.start()
         table = cluster_advertised() if self.cluster else None
         self._decodable = {k: v for k, v in decodable(table).items() if k in HANDLERS}
-        self._security = self._listener_security(config)
         self._endpoints: list[Endpoint] = []
         self._connections: set[asyncio.Task[None]] = set()
         self._scheduler = ThreadScheduler(self.clock, name="weir-storage")
@@ -111,25 +106,6 @@ class Broker:
         self._accept_failures = 0
         self._last_accept_log_ms: int | None = None
         self.context = self._open_storage()
-        self.credentials = self.context.scram_credentials
-
-    @staticmethod
-    def _listener_security(config: BrokerConfig) -> list[ListenerSecurity]:
-        """Each listener's TLS context and SASL settings (SecurityConfigError if unusable)."""
-        endpoints = config.endpoints
-        if config.zookeeper and (
-            len(endpoints) > 1 or endpoints[0].security_protocol is not SecurityProtocol.PLAINTEXT
-        ):
-            raise SecurityConfigError(
-                "cluster mode serves one PLAINTEXT listener: broker registrations in ZooKeeper "
-                "carry a single address"
-            )
-        return [
-            ListenerSecurity.build(
-                listener, functools.partial(config.listener_setting, listener.name)
-            )
-            for listener in endpoints
-        ]
 
     def _open_storage(self) -> BrokerContext:
         config = self.config

@@ -4,13 +4,15 @@ connection's `Session`."""
 
 from __future__ import annotations
 
+import functools
 import ssl
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from weir.broker.config import BrokerConfig
 from weir.broker.security.errors import SecurityConfigError
-from weir.broker.security.listeners import Listener
+from weir.broker.security.listeners import Listener, SecurityProtocol
 from weir.broker.security.sasl import SUPPORTED_MECHANISMS, SaslServerAuthenticator
 from weir.broker.security.scram import CredentialLookup
 from weir.broker.security.session import USER_TYPE, KafkaPrincipal, Session
@@ -52,6 +54,22 @@ class ListenerSecurity:
         """`User:<subject DN>` for a verified client certificate (Kafka's DEFAULT mapping)."""
         name = distinguished_name(certificate) if certificate else None
         return KafkaPrincipal(USER_TYPE, name) if name else None
+
+
+def listener_securities(config: BrokerConfig) -> list[ListenerSecurity]:
+    """Each listener's security, in order; SecurityConfigError if one cannot be used."""
+    endpoints = config.endpoints
+    if config.zookeeper and (
+        len(endpoints) > 1 or endpoints[0].security_protocol is not SecurityProtocol.PLAINTEXT
+    ):
+        raise SecurityConfigError(
+            "cluster mode serves one PLAINTEXT listener: broker registrations in ZooKeeper "
+            "carry a single address"
+        )
+    return [
+        ListenerSecurity.build(listener, functools.partial(config.listener_setting, listener.name))
+        for listener in endpoints
+    ]
 
 
 def _mechanisms(listener: Listener, text: str) -> tuple[str, ...]:
