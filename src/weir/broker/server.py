@@ -149,11 +149,15 @@ class Broker:
             self.clock,
             self._request_log,
             self.cluster,
-            self._transaction_coordinator(replicas, topics, producer_ids),
+            self._transaction_coordinator(replicas, topics, producer_ids, groups),
         )
 
     def _transaction_coordinator(
-        self, replicas: ReplicaManager, topics: TopicManager, producer_ids: ProducerIdAllocator
+        self,
+        replicas: ReplicaManager,
+        topics: TopicManager,
+        producer_ids: ProducerIdAllocator,
+        groups: GroupCoordinator,
     ) -> TransactionCoordinator:
         config = self.config
         store = TransactionStore(
@@ -179,7 +183,7 @@ class Broker:
             ),
             self.clock,
             store,
-            LocalMarkerWriter(replicas, self.clock),
+            LocalMarkerWriter(replicas, self.clock, on_offsets_marker=groups.complete_transaction),
             producer_ids.next_id,
         )
 

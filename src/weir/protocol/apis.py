@@ -37,6 +37,7 @@ class ApiKey(enum.IntEnum):
     ADD_PARTITIONS_TO_TXN = 24
     ADD_OFFSETS_TO_TXN = 25
     END_TXN = 26
+    TXN_OFFSET_COMMIT = 28
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     CREATE_PARTITIONS = 37
@@ -79,6 +80,7 @@ ADVERTISED: Final = MappingProxyType(
         ApiKey.ADD_OFFSETS_TO_TXN: (0, 4),
         # v5 is KIP-890's epoch bump at every EndTxn (transaction version 2), not served
         ApiKey.END_TXN: (0, 4),
+        ApiKey.TXN_OFFSET_COMMIT: (0, 3),
         ApiKey.DESCRIBE_CONFIGS: (1, 4),
         ApiKey.ALTER_CONFIGS: (0, 2),
         ApiKey.CREATE_PARTITIONS: (0, 3),

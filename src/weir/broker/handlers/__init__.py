@@ -45,6 +45,7 @@ from weir.broker.handlers import (
     produce,
     stop_replica,
     sync_group,
+    txn_offset_commit,
     update_metadata,
 )
 from weir.protocol.apis import ApiKey, InterBrokerApiKey
@@ -83,6 +84,7 @@ HANDLERS: MappingProxyType[int, Handler] = MappingProxyType({
     ApiKey.ADD_PARTITIONS_TO_TXN: add_partitions_to_txn.handle,
     ApiKey.ADD_OFFSETS_TO_TXN: add_offsets_to_txn.handle,
     ApiKey.END_TXN: end_txn.handle,
+    ApiKey.TXN_OFFSET_COMMIT: txn_offset_commit.handle,
     ApiKey.DESCRIBE_TRANSACTIONS: describe_transactions.handle,
     ApiKey.LIST_TRANSACTIONS: list_transactions.handle,
     ApiKey.ALTER_PARTITION: alter_partition.handle,

@@ -13,11 +13,12 @@ value = version:int16 (0) | coordinator_epoch:int32.
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from kio.schema.errors import ErrorCode
 
+from weir.broker.group.store import OFFSETS_TOPIC
 from weir.broker.replica_manager import ReplicaManager
 from weir.clock import Clock
 from weir.records import BatchSpec, Record, build_batch
@@ -68,11 +69,20 @@ def parse_marker(key: bytes, value: bytes) -> tuple[bool, int]:
 
 
 class LocalMarkerWriter:
-    """Writes markers to the partitions this broker leads, through its replica manager."""
+    """Writes markers to the partitions this broker leads, through its replica manager. A
+    marker on `__consumer_offsets` also ends the producer's pending offset commits there:
+    `on_offsets_marker(producer_id, commit)` (the group coordinator's)."""
 
-    def __init__(self, replicas: ReplicaManager, clock: Clock) -> None:
+    def __init__(
+        self,
+        replicas: ReplicaManager,
+        clock: Clock,
+        *,
+        on_offsets_marker: Callable[[int, bool], None] | None = None,
+    ) -> None:
         self._replicas = replicas
         self._clock = clock
+        self._on_offsets_marker = on_offsets_marker
 
     async def write_markers(
         self,
@@ -89,4 +99,10 @@ class LocalMarkerWriter:
         for topic, index in partitions:
             result = self._replicas.append_marker(topic, index, batch, commit)
             results[(topic, index)] = result.error
+            if (
+                topic == OFFSETS_TOPIC
+                and result.error is ErrorCode.none
+                and self._on_offsets_marker is not None
+            ):
+                self._on_offsets_marker(producer_id, commit)
         return results
