@@ -218,6 +218,13 @@ class BatchWriter:
         return self._commits
 
 
+def read_logs(spark: SparkSession, warehouse: Path) -> DataFrame:
+    """The warehouse's ``logs`` table. Its files may come from older versions of the job, with
+    fewer columns (columns are only ever added): the schemas are merged, so the columns an old
+    file lacks read as nulls."""
+    return spark.read.option("mergeSchema", "true").parquet(str(warehouse / "logs"))
+
+
 def checkpoint_query_id(job: LogsJob) -> str:
     """The query id Spark keeps in the checkpoint's ``metadata`` file; it outlives restarts."""
     document = json.loads((job.checkpoint / "metadata").read_text())
