@@ -1,9 +1,10 @@
 """The log ETL job: raw log lines in a topic to a Parquet warehouse of logs, quarantine, metrics.
 
 Each record's value is one raw line (UTF-8); its key, when present, names the source format
-(``hdfs``, ``apache``, ``linux``, ... or an alias, see ``weir.pipeline.parsing``); without a key
-the format is detected from the line. A line that does not parse goes to ``quarantine`` with the
-reason, never dropped.
+(``hdfs``, ``apache``, ``syslog``, ... or an alias: any format of ``weir.logformats``, the
+shipped ones and the job's own format files, ``LogsJob.formats``); without a key the format is
+detected from the line. A line that does not parse goes to ``quarantine`` with the reason, never
+dropped. A line whose timestamp has no year takes the year of the record's timestamp.
 
 The job is one Structured Streaming query over ``readStream.format("weir-log-files")``
 (``weir.pipeline.log_files``), from the earliest offsets, handled batch by batch with
@@ -33,16 +34,17 @@ import pyarrow as pa  # type: ignore[import-untyped]
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
+from weir.logformats import FormatRegistry
+from weir.logformats.batch import BatchParser
 from weir.pipeline.kafka_io import MessagePublisher, ensure_topic
 from weir.pipeline.log_files import FORMAT as LOG_FILES_FORMAT
-from weir.pipeline.log_files import SPOOL_OPTION, LogFilesDataSource
+from weir.pipeline.log_files import FORMATS_OPTION, SPOOL_OPTION, LogFilesDataSource
 from weir.pipeline.manifest import FILE
 from weir.pipeline.metrics import (
     QUARANTINE_SCHEMA,
     BatchCounts,
     write_parquet,
 )
-from weir.pipeline.parsing.batch import BatchParser
 from weir.pipeline.task_files import PARSE_ROWS, line_counts, parse_records
 from weir.pipeline.warehouse import DATA_SUFFIX, STAGING_DIR, BatchCommits
 
@@ -86,6 +88,7 @@ class LogsJob:
     metrics_topic: str | None = None
     once: bool = False
     max_records_per_trigger: int | None = None
+    formats: tuple[Path, ...] = ()  # format files or directories, besides the shipped formats
 
     @property
     def metrics_topic_name(self) -> str:
@@ -109,12 +112,15 @@ class RunSummary:
         self.quarantined += marker["quarantined"]
 
 
-def parse_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """Raw records (key, value, topic, partition, offset) to one row per line, parsed or not.
+def parse_batches(
+    batches: Iterator[pa.RecordBatch], registry: FormatRegistry | None = None
+) -> Iterator[pa.RecordBatch]:
+    """Raw records (key, value, topic, partition, offset, and optionally their timestamps) to
+    one row per line, parsed or not.
 
     Rows come out grouped by how they were parsed, not in input order.
     """
-    parser = BatchParser(year=date.today().year)
+    parser = BatchParser(year=date.today().year, registry=registry)
     for batch in batches:
         for table in parse_records(parser, batch):
             yield from table.to_batches()
@@ -127,6 +133,7 @@ def run_logs_job(
 
     A failed query raises its StreamingQueryException.
     """
+    FormatRegistry.builtin().with_files(job.formats)  # a bad format file fails here, at once
     ensure_topic({"bootstrap.servers": job.bootstrap}, job.metrics_topic_name)
     writer = BatchWriter(job)
     try:
@@ -151,6 +158,7 @@ def start_query(spark: SparkSession, job: LogsJob, writer: BatchWriter) -> Strea
         .option("startingOffsets", "earliest")
         .option("includeHeaders", "false")
         .option(SPOOL_OPTION, str(spool_of(job.warehouse)))
+        .option(FORMATS_OPTION, json.dumps([str(path.resolve()) for path in job.formats]))
     )
     if job.max_records_per_trigger is not None:
         reader = reader.option("maxRecordsPerTrigger", str(job.max_records_per_trigger))
@@ -208,6 +216,13 @@ class BatchWriter:
         if self._commits is None:
             self._commits = BatchCommits(self.job.warehouse, checkpoint_query_id(self.job))
         return self._commits
+
+
+def read_logs(spark: SparkSession, warehouse: Path) -> DataFrame:
+    """The warehouse's ``logs`` table. Its files may come from older versions of the job, with
+    fewer columns (columns are only ever added): the schemas are merged, so the columns an old
+    file lacks read as nulls."""
+    return spark.read.option("mergeSchema", "true").parquet(str(warehouse / "logs"))
 
 
 def checkpoint_query_id(job: LogsJob) -> str:

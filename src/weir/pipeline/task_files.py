@@ -2,11 +2,12 @@
 
 The log ETL job's tasks (see ``weir.pipeline.log_files``) run ``write_task(spool)`` over the raw
 records of their offset range (Arrow batches of key, value, topic, partition, offset). Each
-parses its records (see ``weir.pipeline.parsing.batch``) and writes them with pyarrow under the
-spool directory, in the warehouse's layout: ``logs/source=S/date=YYYY-MM-DD/hour=H/`` (columns
-``LOGS_COLUMNS``; source, date and hour live in the path) and ``quarantine/`` (columns
-``QUARANTINE_COLUMNS``). Its output is small: one ``file`` row per file written and one ``count``
-row per (parsed, source, minute, level) with its number of lines.
+parses its records (see ``weir.logformats.batch``; the records' own timestamps give yearless
+lines their year) and writes them with pyarrow under the spool directory, in the warehouse's
+layout: ``logs/source=S/date=YYYY-MM-DD/hour=H/`` (columns ``LOGS_COLUMNS``; source, date and
+hour live in the path) and ``quarantine/`` (columns ``QUARANTINE_COLUMNS``). Its output is
+small: one ``file`` row per file written and one ``count`` row per (parsed, source, minute,
+level) with its number of lines.
 
 Files are named after the task's partition and attempt, so a failed attempt's files never
 collide with the retry's; the driver keeps only the files that the job's successful tasks
@@ -29,15 +30,19 @@ import pyarrow.parquet as pq  # type: ignore[import-untyped]
 from pyspark import TaskContext
 from pyspark.sql.pandas.types import to_arrow_schema
 
+from weir.logformats import FormatRegistry
+from weir.logformats.batch import PARSED_SCHEMA, BatchParser
 from weir.pipeline.manifest import COUNT, FILE, MANIFEST
 from weir.pipeline.metrics import LineCount
-from weir.pipeline.parsing.batch import PARSED_SCHEMA, BatchParser
 
+# Columns added later go at the end: older files simply lack them (readers see nulls).
 LOGS_COLUMNS = ("timestamp", "level", "component", "pid", "message", "template",
-                "topic", "partition", "offset")  # fmt: skip
+                "topic", "partition", "offset", "raw_level", "host", "thread",
+                "fields")  # fmt: skip
 QUARANTINE_COLUMNS = ("source", "line", "reason", "detail", "topic", "partition", "offset")
 RECORD_COLUMNS = ("topic", "partition", "offset")
 RAW_COLUMNS = ("key", "value", *RECORD_COLUMNS)
+TIMESTAMP_COLUMN = "timestamp"  # the records' timestamps, when the batches carry them
 PARSED_ARROW = pa.schema(
     [*PARSED_SCHEMA, ("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64())]
 )
@@ -48,7 +53,7 @@ ROWS_PER_FLUSH = 500_000  # parsed rows a task buffers before it writes them out
 # Columns that repeat values enough to gain from dictionary encoding; messages and raw lines
 # mostly differ, so encoding them only costs time.
 _DICTIONARY_COLUMNS = ["level", "component", "pid", "template", "topic", "partition", "source",
-                       "reason", "detail"]  # fmt: skip
+                       "reason", "detail", "raw_level", "host", "thread"]  # fmt: skip
 # Columns whose min and max let a reader skip row groups; those of messages and raw lines would
 # only cost time.
 _STATISTICS_COLUMNS = ["timestamp", "level", "component", "pid", "topic", "partition", "offset",
@@ -66,27 +71,32 @@ def parse_records(parser: BatchParser, batch: pa.RecordBatch) -> Iterator[pa.Tab
     """The raw records of ``batch`` (key, value, topic, partition, offset) parsed, in parts:
     single-chunk tables of ``PARSED_ARROW``, rows grouped by how they were parsed."""
     records = [batch.column(name) for name in RECORD_COLUMNS]
-    for rows, part in parser.parse_parts(batch.column("key"), batch.column("value")):
+    stamps = batch.column(TIMESTAMP_COLUMN) if TIMESTAMP_COLUMN in batch.schema.names else None
+    for rows, part in parser.parse_parts(batch.column("key"), batch.column("value"), stamps):
         columns = [part.column(name).chunk(0) for name in PARSED_SCHEMA.names]
         columns += [column.take(rows) for column in records]
         yield pa.Table.from_arrays(columns, schema=PARSED_ARROW)
 
 
-@functools.lru_cache(maxsize=1)
-def worker_parser(year: int) -> BatchParser:
+@functools.lru_cache(maxsize=4)
+def worker_parser(year: int, formats: tuple[str, ...] = ()) -> BatchParser:
     """The parser of this Python worker's tasks: Spark reuses a worker for task after task, and
-    the parser keeps the templates of the messages it has seen."""
-    return BatchParser(year=year)
+    the parser keeps the templates of the messages it has seen. ``formats``: the job's format
+    files, besides the shipped ones."""
+    registry = FormatRegistry.builtin().with_files(Path(path) for path in formats)
+    return BatchParser(year=year, registry=registry)
 
 
-def write_task(staging: str) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+def write_task(
+    staging: str, formats: tuple[str, ...] = ()
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The function of a task writing its records under ``staging``: raw Arrow batches in, the
     task's manifest (one batch of ``MANIFEST_ARROW``) out."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         context = TaskContext.get()
         task = f"{context.partitionId():05d}-{context.attemptNumber()}" if context else "00000-0"
-        parser = worker_parser(date.today().year)
+        parser = worker_parser(date.today().year, formats)
         files = TaskFiles(Path(staging), f"part-{task}-{uuid.uuid4().hex[:8]}", parser)
         try:
             for batch in batches:
@@ -132,7 +142,9 @@ class TaskFiles:
         columns, which are ignored)."""
         if batch.num_rows == 0:
             return
-        self._raw.append(batch.select(RAW_COLUMNS))
+        stamped = TIMESTAMP_COLUMN in batch.schema.names
+        names = RAW_COLUMNS + ((TIMESTAMP_COLUMN,) if stamped else ())
+        self._raw.append(batch.select(names))
         self._raw_rows += batch.num_rows
         if self._raw_rows >= min(PARSE_ROWS, ROWS_PER_FLUSH):
             self._parse()

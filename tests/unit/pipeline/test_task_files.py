@@ -14,8 +14,8 @@ import pyarrow.parquet as pq  # type: ignore[import-untyped]
 import pytest
 
 import weir
+from weir.logformats.batch import BatchParser
 from weir.pipeline import task_files
-from weir.pipeline.parsing.batch import BatchParser
 from weir.pipeline.task_files import (
     LOGS_COLUMNS,
     QUARANTINE_COLUMNS,
@@ -157,7 +157,7 @@ def test_planning_the_stream_does_not_import_the_parser() -> None:
         "if m in sys.modules]\n"
         "assert not loaded, loaded\n"
         "source.streamReader(source.schema())\n"
-        "loaded = [m for m in ('weir.pipeline.task_files', 'weir.pipeline.parsing.batch', "
+        "loaded = [m for m in ('weir.pipeline.task_files', 'weir.logformats.batch', "
         "'pandas') if m in sys.modules]\n"
         "assert not loaded, loaded\n"
     )
