@@ -147,3 +147,27 @@ def test_aiokafka_transactions_and_read_committed(broker):
         return values
 
     assert asyncio.run(run()) == [f"kept-{i}" for i in range(5)]
+
+
+def test_aborted_transactions_stay_hidden_after_a_restart(broker):
+    """Many small segments: the aborted transactions lie in segments older than the last two,
+    and a restarted broker still knows them."""
+    name = f"rc-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(name, num_partitions=2, config={"segment.bytes": "512"})]
+                        )[name].result(TIMEOUT)  # fmt: skip
+    producer = _producer(broker, "rc-restart")
+    kept: list[str] = []
+    for round_ in range(24):
+        producer.begin_transaction()
+        values = _send(producer, name, f"r{round_}", 20)
+        if round_ % 3 == 1:
+            producer.abort_transaction(TIMEOUT)
+        else:
+            producer.commit_transaction(TIMEOUT)
+            kept += values
+    segments = list((broker.data_dir / f"{name}-0").glob("*.log"))
+    assert len(segments) > 4, segments
+    broker.kill()
+    broker.start()
+    assert sorted(_read(broker, name, "read_committed")) == sorted(kept)
