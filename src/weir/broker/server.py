@@ -183,7 +183,13 @@ class Broker:
             ),
             self.clock,
             store,
-            LocalMarkerWriter(replicas, self.clock, on_offsets_marker=groups.complete_transaction),
+            LocalMarkerWriter(
+                replicas,
+                self.clock,
+                on_offsets_marker=groups.complete_transaction,
+                node_id=config.node_id,
+                leader_of=self.cluster.leader_of if self.cluster is not None else None,
+            ),
             producer_ids.next_id,
         )
 

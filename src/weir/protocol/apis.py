@@ -37,6 +37,7 @@ class ApiKey(enum.IntEnum):
     ADD_PARTITIONS_TO_TXN = 24
     ADD_OFFSETS_TO_TXN = 25
     END_TXN = 26
+    WRITE_TXN_MARKERS = 27
     TXN_OFFSET_COMMIT = 28
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
@@ -117,8 +118,11 @@ INTER_BROKER_VERSIONS: Final = MappingProxyType(
 )
 
 
-#: Served in cluster mode only, to other brokers: a leader's ISR changes, sent to the controller.
-CLUSTER_ONLY_VERSIONS: Final = MappingProxyType({ApiKey.ALTER_PARTITION: (2, 3)})
+#: Served in cluster mode only, to other brokers: a leader's ISR changes, sent to the controller,
+#: and transaction markers, sent by transaction coordinators to partition leaders.
+CLUSTER_ONLY_VERSIONS: Final = MappingProxyType(
+    {ApiKey.ALTER_PARTITION: (2, 3), ApiKey.WRITE_TXN_MARKERS: (1, 1)}
+)
 
 
 def cluster_advertised() -> dict[int, tuple[int, int]]:

@@ -47,6 +47,7 @@ from weir.broker.handlers import (
     sync_group,
     txn_offset_commit,
     update_metadata,
+    write_txn_markers,
 )
 from weir.protocol.apis import ApiKey, InterBrokerApiKey
 from weir.protocol.codec import Request
@@ -85,6 +86,7 @@ HANDLERS: MappingProxyType[int, Handler] = MappingProxyType({
     ApiKey.ADD_OFFSETS_TO_TXN: add_offsets_to_txn.handle,
     ApiKey.END_TXN: end_txn.handle,
     ApiKey.TXN_OFFSET_COMMIT: txn_offset_commit.handle,
+    ApiKey.WRITE_TXN_MARKERS: write_txn_markers.handle,
     ApiKey.DESCRIBE_TRANSACTIONS: describe_transactions.handle,
     ApiKey.LIST_TRANSACTIONS: list_transactions.handle,
     ApiKey.ALTER_PARTITION: alter_partition.handle,

@@ -115,12 +115,10 @@ def _verify_transactional(
     broker: BrokerContext, topic: str, data: Any, transactional_id: str | None
 ) -> tuple[ErrorCode, str]:
     """A transactional batch needs the request's transactional id and, where this broker
-    coordinates that id, an open transaction of its producer that includes the partition."""
+    coordinates that id, an open transaction of its producer that includes the partition (a
+    coordinator on another broker is not asked: KIP-890's AddPartitionsToTxn verification)."""
     if transactional_id is None:
         return ErrorCode.invalid_txn_state, "a transactional batch without a transactional id"
-    if broker.cluster is not None:
-        why = "transactions are not supported in cluster mode yet"
-        return ErrorCode.transactional_id_not_found, why
     coordinator = broker.transactions
     if coordinator is None or not coordinator.store.is_coordinator(transactional_id):
         return ErrorCode.none, ""
