@@ -61,6 +61,8 @@ class BatchMetadata:
 @dataclass(slots=True)
 class ProducerEntry:
     epoch: int
+    #: the largest timestamp of its last batch (DescribeProducers' last_timestamp)
+    last_timestamp: int = -1
     batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=CACHED_BATCHES))
 
 
@@ -162,6 +164,7 @@ class ProducerStateManager:
         entry = self.producers.get(fields.producer_id)
         if entry is None or fields.producer_epoch > entry.epoch:
             entry = self.producers[fields.producer_id] = ProducerEntry(fields.producer_epoch)
+        entry.last_timestamp = fields.max_timestamp
         entry.batches.append(
             BatchMetadata(
                 fields.base_sequence,
