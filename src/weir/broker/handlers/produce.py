@@ -135,8 +135,9 @@ def _verify_transactional(
 
 
 def body_is_transactional(records: bytes | None) -> bool:
-    """Bit 4 of the batch attributes (byte 22) marks a transactional batch."""
-    return records is not None and len(records) > 22 and bool(records[22] & 0x10)
+    """Bit 4 of the batch attributes (byte 22) marks a transactional batch; control batches
+    (bit 5) are not counted, validation refuses them from clients."""
+    return records is not None and len(records) > 22 and records[22] & 0x30 == 0x10
 
 
 def _error(m: Any, index: int, error: ErrorCode, message: str) -> Any:
