@@ -84,7 +84,7 @@ def measure(data: Path, name: str, parser: BatchParser) -> dict[str, Any]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--data", type=Path, default=DATA, help="Loghub samples, one directory each")
+    parser.add_argument("--data", type=Path, default=DATA, help="one directory per data set")
     parser.add_argument("--formats", type=Path, nargs="*", default=[],
                         help="format files or directories besides the shipped ones")  # fmt: skip
     parser.add_argument("--out", "--output", type=Path, default=RESULTS)

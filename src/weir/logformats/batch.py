@@ -9,12 +9,12 @@ source, line, reason and detail; a pid beyond int64 is stored as null). Its resu
 Lines of a pattern-declared format run through Arrow compute kernels as that format's batch
 plan says (``weir.logformats.batch_plan``, derived from the declared pattern): RE2 extracts the
 fields, timestamps are read column-wise (``weir.logformats.batch_timestamps``), levels and
-other fields are computed per distinct value. The event template is the format's masking (``template.Masker``), once
-per distinct message of a batch and not again for a message the parser templated before. A line
-takes this path when its format is known from its key (or, without a key, detected by the same
-patterns and specificity as LineParser, one format matching), it is printable ASCII apart from
-tab, CR and LF (where RE2's and Python's ``\\s``, ``\\w`` and ``str.strip`` agree), and its
-fields are valid. Every other line — JSON lines, unknown keys, lines that match no format or
+other fields are computed per distinct value. The event template is the format's masking
+(``template.Masker``), once per distinct message of a batch and not again for a message the
+parser templated before. A line takes this path when its format is known from its key (or,
+without a key, detected by the same patterns and specificity as LineParser, one format
+matching), it is printable ASCII apart from tab, CR and LF (where RE2's and Python's ``\\s``,
+``\\w`` and ``str.strip`` agree), and its fields are valid. Every other line — JSON lines, unknown keys, lines that match no format or
 two, invalid dates, other characters — goes through LineParser, so quarantine reasons and
 details are LineParser's.
 """

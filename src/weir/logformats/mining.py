@@ -115,9 +115,8 @@ class TemplateMiner:
     def templates(self) -> list[Template]:
         """Every template seen in at least one line, by id."""
         return [
-            Template(template_id, self._clusters[template_id][0], self.template(template_id),
-                     *seen)  # fmt: skip
-            for template_id, seen in sorted(self._seen.items())
+            Template(tid, self._clusters[tid][0], self.template(tid), *seen)
+            for tid, seen in sorted(self._seen.items())
         ]
 
     def to_bytes(self) -> bytes:
@@ -132,7 +131,9 @@ class TemplateMiner:
         return zlib.compress(json.dumps(document).encode())
 
     @classmethod
-    def from_bytes(cls, state: bytes, settings: Mapping[str, Mining] | None = None) -> TemplateMiner:
+    def from_bytes(
+        cls, state: bytes, settings: Mapping[str, Mining] | None = None
+    ) -> TemplateMiner:
         """The miner ``to_bytes`` saved. Each format's Drain keeps the settings it was created
         with; ``settings`` apply to formats the saved miner had not seen."""
         document = json.loads(zlib.decompress(state))
@@ -164,7 +165,9 @@ class TemplateMiner:
         seen = self._seen.get(template_id)
         if seen is None:
             self._seen[template_id] = [
-                occurrences.first_seen, occurrences.last_seen, occurrences.lines
+                occurrences.first_seen,
+                occurrences.last_seen,
+                occurrences.lines,
             ]
             return
         seen[0] = min(seen[0], occurrences.first_seen)
