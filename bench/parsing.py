@@ -135,8 +135,12 @@ def main() -> int:
             "python": platform.python_version(),
             "platform": platform.platform(),
         },
-        "settings": {"records": args.records, "repeats": args.repeats, "rounds": args.rounds,
-                     "old_commit": args.old_commit},  # fmt: skip
+        "settings": {
+            "records": args.records,
+            "repeats": args.repeats,
+            "rounds": args.rounds,
+            "old_commit": args.old_commit,
+        },
         "results": results,
     }
     text = json.dumps(report, indent=2)

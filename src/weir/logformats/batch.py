@@ -14,9 +14,9 @@ other fields are computed per distinct value. The event template is the format's
 parser templated before. A line takes this path when its format is known from its key (or,
 without a key, detected by the same patterns and specificity as LineParser, one format
 matching), it is printable ASCII apart from tab, CR and LF (where RE2's and Python's ``\\s``,
-``\\w`` and ``str.strip`` agree), and its fields are valid. Every other line — JSON lines, unknown keys, lines that match no format or
-two, invalid dates, other characters — goes through LineParser, so quarantine reasons and
-details are LineParser's.
+``\\w`` and ``str.strip`` agree), and its fields are valid. Every other line — JSON lines,
+unknown keys, lines that match no format or two, invalid dates, other characters — goes through
+LineParser, so quarantine reasons and details are LineParser's.
 """
 
 from __future__ import annotations
