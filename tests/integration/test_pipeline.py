@@ -30,7 +30,7 @@ from pipeline_spark import (
     stream,
 )
 
-from weir.pipeline.logs_job import read_logs
+from weir.pipeline.logs_job import read_logs, read_templates
 
 pytestmark = pytest.mark.slow
 
@@ -378,10 +378,20 @@ def test_logs_etl_once_over_demo_samples(
     metrics = spark.read.parquet(str(warehouse / "metrics_minute"))
     assert metrics.groupBy().sum("lines").collect()[0][0] == total_logs
     assert metrics.where("error_rate < 0 or error_rate > 1").count() == 0
+    assert old[0]["template_id"] is None
+    templates = read_templates(spark, warehouse)
+    assert set(templates.columns) >= {"id", "template", "first_seen", "last_seen", "count"}
+    assert logs.where("template_id is null").count() == 0
+    per_id = {r["template_id"]: r["count"] for r in logs.groupBy("template_id").count().collect()}
+    assert {r["id"]: r["count"] for r in templates.collect()} == per_id
+    # One template per HDFS event of the sample: "Receiving block blk_<*> src: ... dest: ..."
+    receiving = logs.where("source = 'hdfs' and message like 'Receiving block %'")
+    assert receiving.select("template_id").distinct().count() == 1
 
     again = run_etl(bootstrap, warehouse, checkpoint, "--formats", str(formats))
     assert again["records"] == 0
     assert read_logs(spark, warehouse).count() == total_logs + 1
+    assert read_templates(spark, warehouse).count() == len(per_id)
 
 
 def run_etl(bootstrap: str, warehouse: Path, checkpoint: Path, *extra: str) -> dict[str, Any]:
@@ -411,6 +421,7 @@ def test_logs_stream_is_exactly_once_across_kill_9(
         job.wait_for(lambda: len(job.committed()) >= 2, "two committed batches")
         job.kill()
         before_kill = len(job.committed())
+        batches_before_kill = {marker["batch"] for marker in job.committed()}
 
         job.start()
         job.wait_for(lambda: len(job.committed()) > before_kill, "a batch after the restart")
@@ -435,3 +446,21 @@ def test_logs_stream_is_exactly_once_across_kill_9(
     assert metrics.groupBy().sum("lines").collect()[0][0] == logs.count()
     report = json.loads(job.output().strip().splitlines()[-1])
     assert report["records"] > 0
+    # The feeder cycles through the same lines: each message has the same template id in the
+    # batches committed before the kill as in those after the restart.
+    stamped = spark.read.parquet(f"{warehouse}/logs").selectExpr(
+        "source", "message", "template_id",
+        "cast(regexp_extract(input_file_name(), 'batch-([0-9]+)-', 1) as int) as batch",
+    ).collect()  # fmt: skip
+    assert all(row["template_id"] is not None for row in stamped)
+    before = {(r["source"], r["message"]): r["template_id"] for r in stamped
+              if r["batch"] in batches_before_kill}  # fmt: skip
+    after = {(r["source"], r["message"]): r["template_id"] for r in stamped
+             if r["batch"] not in batches_before_kill}  # fmt: skip
+    both = before.keys() & after.keys()
+    assert len(both) > 100
+    assert {key: before[key] for key in both} == {key: after[key] for key in both}
+    ids_of_message: dict[tuple[str, str], set[int]] = {}
+    for r in stamped:
+        ids_of_message.setdefault((r["source"], r["message"]), set()).add(r["template_id"])
+    assert all(len(ids) == 1 for ids in ids_of_message.values())

@@ -9,14 +9,14 @@ source, line, reason and detail; a pid beyond int64 is stored as null). Its resu
 Lines of a pattern-declared format run through Arrow compute kernels as that format's batch
 plan says (``weir.logformats.batch_plan``, derived from the declared pattern): RE2 extracts the
 fields, timestamps are read column-wise (``weir.logformats.batch_timestamps``), levels and
-other fields are computed per distinct value. The event template is still ``template_of``, once
-per distinct message of a batch and not again for a message the parser templated before. A line
-takes this path when its format is known from its key (or, without a key, detected by the same
-patterns and specificity as LineParser, one format matching), it is printable ASCII apart from
-tab, CR and LF (where RE2's and Python's ``\\s``, ``\\w`` and ``str.strip`` agree), and its
-fields are valid. Every other line — JSON lines, unknown keys, lines that match no format or
-two, invalid dates, other characters — goes through LineParser, so quarantine reasons and
-details are LineParser's.
+other fields are computed per distinct value. The event template is the format's masking
+(``template.Masker``), once per distinct message of a batch and not again for a message the
+parser templated before. A line takes this path when its format is known from its key (or,
+without a key, detected by the same patterns and specificity as LineParser, one format
+matching), it is printable ASCII apart from tab, CR and LF (where RE2's and Python's ``\\s``,
+``\\w`` and ``str.strip`` agree), and its fields are valid. Every other line — JSON lines,
+unknown keys, lines that match no format or two, invalid dates, other characters — goes through
+LineParser, so quarantine reasons and details are LineParser's.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from weir.logformats.levels import normalise_level
 from weir.logformats.model import ParsedLine
 from weir.logformats.parser import LineParser
 from weir.logformats.registry import FormatRegistry
-from weir.logformats.template import templates_of
+from weir.logformats.template import Masker
 
 FIELDS_TYPE = pa.map_(pa.string(), pa.string())
 PARSED_SCHEMA = pa.schema(
@@ -122,17 +122,20 @@ class BatchParser:
                 self.plans[declared.name] = plan
         self._names = tuple(sorted(self.plans))
         self._fallback = len(self._names)
-        self._templates: dict[str, str] = {}
+        self._maskers = {name: Masker(self.registry.reader(name).format.mining)
+                         for name in self._names}  # fmt: skip
+        self._templates: dict[str, dict[str, str]] = {name: {} for name in self._names}
 
-    def templates(self, messages: pa.Array) -> pa.Array:
-        """The template of each message, computed once per distinct message of the batch (logs
-        repeat a lot) and looked up when an earlier batch had the message: the parser keeps
-        up to ``TEMPLATE_CACHE_SIZE`` templates."""
+    def templates(self, name: str, messages: pa.Array) -> pa.Array:
+        """The template of each message of format ``name`` (its masked message), computed once
+        per distinct message of the batch (logs repeat a lot) and looked up when an earlier
+        batch had the message: the parser keeps up to ``TEMPLATE_CACHE_SIZE`` templates per
+        format."""
         encoded = messages.dictionary_encode()
         distinct = encoded.dictionary.to_pylist()
-        known = self._templates
+        known = self._templates[name]
         new = [message for message in distinct if message not in known]
-        fresh = dict(zip(new, templates_of(new), strict=True))
+        fresh = dict(zip(new, self._maskers[name].mask_all(new), strict=True))
         templates = [known[m] if m in known else fresh[m] for m in distinct]
         if len(known) + len(fresh) > TEMPLATE_CACHE_SIZE:
             known.clear()
@@ -298,7 +301,7 @@ class BatchParser:
                 _pids(group.get(columns.get("pid", "")), size),
                 _trimmed(group.get(columns.get("thread", "")), size),
                 message,
-                self.templates(message),
+                self.templates(declared.name, message),
                 _field_map(declared.extra_fields, group, size),
                 none,
                 none,

@@ -21,7 +21,11 @@ A format file declares one format::
     level = "severity"                   # columns: level component host message pid thread
 
     [mining]                             # template mining (see weir.logformats.mining)
-    masking = [{ regex = 'id-\\d+', mask = "ID" }]
+    masking = [{ regex = 'id-\\d+', mask = "ID" }]   # "id-17" becomes "<ID>"; mask "*": "<*>"
+    similarity = 0.4                     # Drain's similarity threshold, in (0, 1]
+    depth = 4                            # Drain's tree depth, at least 3
+    extra_delimiters = ["="]             # split tokens there too, besides whitespace
+    default_masking = true               # then mask numbers, addresses, ids and paths
 
     [[samples]]                          # lines and the fields they must give
     line = '2024-03-01T12:00:00Z INFO started'
@@ -59,6 +63,7 @@ _TOP_KEYS = {"name", "aliases", "description", "kind", "pattern", "regex", "dete
              "patterns", "timestamp", "fields", "mining", "samples", "json"}  # fmt: skip
 _SAMPLE_KEYS = {"line", "timestamp", "level", "raw_level", "component", "host", "message",
                 "template", "pid", "thread", "fields", "quarantined"}  # fmt: skip
+_MINING_KEYS = {"masking", "similarity", "depth", "extra_delimiters", "default_masking"}
 FLAGS = re.ASCII | re.DOTALL
 
 
@@ -88,10 +93,14 @@ class MaskRule:
 class Mining:
     """How a format's messages are mined into templates."""
 
-    masking: tuple[MaskRule, ...] | None = None  # None: the default rules
+    masking: tuple[MaskRule, ...] = ()  # the format's rules, applied before the default ones
     similarity: float = 0.4
     depth: int = 4
     extra_delimiters: tuple[str, ...] = ()
+    default_masking: bool = True
+
+
+_DEFAULT_MINING = Mining()
 
 
 @dataclass(frozen=True, slots=True)
@@ -342,20 +351,28 @@ def _json_format(document: Mapping[str, Any], source: _Source, common: dict[str,
 def _mining(table: Any, source: _Source) -> Mining:
     if not isinstance(table, dict):
         raise source.error("[mining] must be a table", "mining")
-    masking = table.get("masking")
-    rules = None
-    if masking is not None:
-        if not isinstance(masking, list):
-            raise source.error("masking must be a list of {regex, mask}", "masking", "mining")
-        rules = tuple(_mask_rule(rule, source) for rule in masking)
-    similarity = table.get("similarity", 0.4)
-    depth = table.get("depth", 4)
+    unknown = set(table) - _MINING_KEYS
+    if unknown:
+        key = sorted(unknown)[0]
+        raise source.error(f"unknown [mining] setting {key!r}", key, "mining")
+    masking = table.get("masking", [])
+    if not isinstance(masking, list):
+        raise source.error("masking must be a list of {regex, mask}", "masking", "mining")
+    rules = tuple(_mask_rule(rule, source) for rule in masking)
+    similarity = table.get("similarity", _DEFAULT_MINING.similarity)
+    depth = table.get("depth", _DEFAULT_MINING.depth)
     delimiters = table.get("extra_delimiters", [])
+    defaults = table.get("default_masking", True)
     if not isinstance(similarity, int | float) or not 0 < similarity <= 1:
         raise source.error("similarity must be a number in (0, 1]", "similarity", "mining")
     if not isinstance(depth, int) or depth < 3:
         raise source.error("depth must be an integer of at least 3", "depth", "mining")
-    return Mining(rules, float(similarity), depth, tuple(map(str, delimiters)))
+    if not isinstance(delimiters, list) or not all(isinstance(d, str) and d for d in delimiters):
+        raise source.error("extra_delimiters must be a list of strings", "extra_delimiters",
+                           "mining")  # fmt: skip
+    if not isinstance(defaults, bool):
+        raise source.error("default_masking must be true or false", "default_masking", "mining")
+    return Mining(rules, float(similarity), depth, tuple(delimiters), defaults)
 
 
 def _mask_rule(rule: Any, source: _Source) -> MaskRule:

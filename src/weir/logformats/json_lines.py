@@ -16,7 +16,7 @@ from typing import Any
 from weir.logformats.declaration import LogFormat
 from weir.logformats.levels import normalise_level
 from weir.logformats.model import ParsedLine, Quarantined, QuarantineReason
-from weir.logformats.template import template_of
+from weir.logformats.template import Masker
 
 _MILLISECONDS_ABOVE = 1e11
 
@@ -62,6 +62,7 @@ class JsonLines:
     def __init__(self, declared: LogFormat) -> None:
         self.format = declared
         self.name = declared.name
+        self._masker = Masker(declared.mining)
         keys = declared.json_keys
         self._keys = {
             column: keys.get(column, ())
@@ -109,7 +110,7 @@ class JsonLines:
             component=_text(_first(record, keys["component"])),
             pid=_pid(pid),
             message=message,
-            template=template_of(message),
+            template=self._masker.mask(message),
             host=_text(_first(record, keys["host"])),
             thread=_text(_first(record, keys["thread"])),
             fields={

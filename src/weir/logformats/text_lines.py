@@ -14,7 +14,7 @@ from datetime import datetime
 from weir.logformats.declaration import LogFormat
 from weir.logformats.levels import normalise_level
 from weir.logformats.model import ParsedLine, Quarantined, QuarantineReason
-from weir.logformats.template import template_of
+from weir.logformats.template import Masker
 
 
 def _optional(value: str | None) -> str | None:
@@ -29,6 +29,7 @@ class TextLines:
         assert declared.compiled is not None
         self.format = declared
         self.name = declared.name
+        self._masker = Masker(declared.mining)
         self._match = declared.compiled.match
         columns = declared.columns
         self._level = columns.get("level")
@@ -84,7 +85,7 @@ class TextLines:
             component=_optional(fields[self._component]) if self._component else None,
             pid=pid,
             message=message,
-            template=template_of(message),
+            template=self._masker.mask(message),
             host=(fields[self._host] or None) if self._host else None,
             thread=_optional(fields[self._thread]) if self._thread else None,
             fields=extra,
