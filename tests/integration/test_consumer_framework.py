@@ -757,8 +757,43 @@ def kill_rounds(instances: list[ConsumerProcess], rng: random.Random) -> None:
         victim.start()
 
 
+def read_committed_values(bootstrap: str, topic: str, partitions: int) -> list[bytes]:
+    """Every value a read_committed reader finds in `topic`, once nothing new comes."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{topic}",
+                         "isolation.level": "read_committed", "enable.auto.commit": False,
+                         "log_level": 3})  # fmt: skip
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    values: list[bytes] = []
+    quiet_since, deadline = time.monotonic(), time.monotonic() + TIMEOUT_S
+    try:
+        while time.monotonic() < deadline and time.monotonic() - quiet_since < 3:
+            for message in consumer.consume(1000, timeout=0.3):
+                if message.error() is None:
+                    values.append(message.value())
+                    quiet_since = time.monotonic()
+    finally:
+        consumer.close()
+    return values
+
+
+def test_exactly_once_to_an_output_topic(shared: BrokerProcess, framework: Framework) -> None:
+    topic, output, group, partitions = "eos-topic-in", "eos-topic-out", "eos-topic-group", 3
+    create_topic(shared.bootstrap, topic, partitions)
+    create_topic(shared.bootstrap, output, partitions)
+    produced = produce(shared.bootstrap, topic, [b"t%d" % n for n in range(600)], partitions)
+    options = ("--mode", "exactly-once", "--output-topic", output)
+    process = framework(shared.bootstrap, "result", topic, group, *options).start()
+    ends = end_offsets(shared.bootstrap, topic, partitions)
+    process.wait_for("everything committed",
+                     committed_at(shared.bootstrap, group, topic, ends))  # fmt: skip
+    assert process.stop() == 0
+    assert sorted(read_committed_values(shared.bootstrap, output, partitions)) == sorted(
+        b"result:" + r.value for r in produced
+    )
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("mode", ["at-least-once", "sqlite", "postgresql"])
+@pytest.mark.parametrize("mode", ["at-least-once", "sqlite", "postgresql", "kafka"])
 def test_kill_9_at_random_moments(
     shared: BrokerProcess,
     tmp_path: Path,
@@ -771,7 +806,11 @@ def test_kill_9_at_random_moments(
     options = ["--workers", "2", "--commit-interval-ms", "200", "--revocation-timeout-ms",
                "2000", *FAST_GROUP]  # fmt: skip
     sink = ""
-    if mode != "at-least-once":
+    output = f"kill-{mode}-out"
+    if mode == "kafka":
+        create_topic(shared.bootstrap, output, KILL_PARTITIONS)
+        options += ["--mode", "exactly-once", "--output-topic", output]
+    elif mode != "at-least-once":
         sink = (f"sqlite:{tmp_path / 'kill.db'}" if mode == "sqlite"
                 else request.getfixturevalue("postgres").url)  # fmt: skip
         options += ["--mode", "exactly-once", "--sink", sink, "--sink-table", f"kill_{mode}"]
@@ -817,6 +856,10 @@ def test_kill_9_at_random_moments(
         assert sink_rows(sink, f"kill_{mode}") == sorted(
             (topic, r.partition, r.offset, None, b"result:" + r.value) for r in produced
         ), "a result was lost or stored twice"
+    elif mode == "kafka":
+        assert sorted(read_committed_values(shared.bootstrap, output, KILL_PARTITIONS)) == sorted(
+            b"result:" + r.value for r in produced
+        ), "a result was lost or written twice"
     else:
         seen = seen_offsets(tmp_path / f"out-{group}")
         lost = {(r.partition, r.offset) for r in produced} - set(seen)

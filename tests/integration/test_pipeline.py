@@ -8,9 +8,12 @@ import subprocess
 import sys
 from collections import Counter
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa  # type: ignore[import-untyped]
+import pyarrow.parquet as pq  # type: ignore[import-untyped]
 import pytest
 from broker_process import BrokerProcess
 from confluent_kafka import TopicPartition
@@ -26,6 +29,8 @@ from pipeline_spark import (
     produce,
     stream,
 )
+
+from weir.pipeline.logs_job import read_logs, read_templates
 
 pytestmark = pytest.mark.slow
 
@@ -289,6 +294,22 @@ def test_stream_fail_on_data_loss(
         query.stop()
 
 
+ORDERS_FORMAT = """\
+name = "orders"
+pattern = '%{TIMESTAMP_ISO8601:ts} \\[%{WORD:level}\\] order=%{NOTSPACE:id} %{GREEDYDATA:message}'
+[timestamp]
+field = "ts"
+format = "ISO8601"
+"""
+# What the warehouse's logs files held before host, thread, raw_level and fields were added.
+OLD_LOGS_SCHEMA = pa.schema(
+    [("timestamp", pa.timestamp("us", tz="UTC")), ("level", pa.string()),
+     ("component", pa.string()), ("pid", pa.int64()), ("message", pa.string()),
+     ("template", pa.string()), ("topic", pa.string()), ("partition", pa.int32()),
+     ("offset", pa.int64())]
+)  # fmt: skip
+
+
 def test_logs_etl_once_over_demo_samples(
     spark: Any, shared_broker: BrokerProcess, tmp_path: Path
 ) -> None:
@@ -300,12 +321,26 @@ def test_logs_etl_once_over_demo_samples(
         {"key": s.encode(), "value": line.encode()} for s, ls in lines.items() for line in ls
     ]
     records += [{"key": s.encode(), "value": line.encode()} for s, line in junk]
+    orders = [f"2024-07-01T09:30:0{n}Z [info] order=ORD-{n} paid" for n in range(5)]
+    records += [{"key": b"orders", "value": line.encode()} for line in orders]
+    # Yearless lines without a key: detected, and dated in their record's year.
+    stamped = 1_704_412_800_000  # 2024-01-05: their "Dec 10" is in 2023
+    records += [{"value": line.encode(), "timestamp": stamped} for line in lines["openssh"][:10]]
     produce(bootstrap, "loglines", records)
     warehouse, checkpoint = tmp_path / "warehouse", tmp_path / "checkpoint"
+    old_file = warehouse / "logs" / "source=hdfs" / "date=2008-11-09" / "hour=20" / "old.parquet"
+    old_file.parent.mkdir(parents=True)
+    old_row = [datetime(2008, 11, 9, 20, tzinfo=UTC), "INFO", "dfs.Old", 1, "old", "old",
+               "loglines", 0, -1]  # fmt: skip
+    columns = {name: [value] for name, value in zip(OLD_LOGS_SCHEMA.names, old_row, strict=True)}
+    pq.write_table(pa.Table.from_pydict(columns, schema=OLD_LOGS_SCHEMA), old_file)
+    formats = tmp_path / "formats"
+    formats.mkdir()
+    (formats / "orders.toml").write_text(ORDERS_FORMAT)
 
-    report = run_etl(bootstrap, warehouse, checkpoint)
+    report = run_etl(bootstrap, warehouse, checkpoint, "--formats", str(formats))
 
-    logs = spark.read.parquet(str(warehouse / "logs"))
+    logs = read_logs(spark, warehouse).where("offset >= 0")
     quarantine = spark.read.parquet(str(warehouse / "quarantine"))
     total_logs, total_quarantine = logs.count(), quarantine.count()
     assert total_logs + total_quarantine == len(records) == report["records"]
@@ -318,28 +353,52 @@ def test_logs_etl_once_over_demo_samples(
     )
     expected = Counter({source: len(ls) for source, ls in lines.items()})
     expected.update(source for source, _ in junk)
+    expected.update({"orders": len(orders), "openssh": 10})
     assert per_source == expected
     reasons = {r["reason"] for r in quarantine.select("reason").collect()}
     assert {"unknown-source", "empty"} <= reasons
     assert set(logs.columns) >= {
         "timestamp", "level", "component", "pid", "message", "template",
         "topic", "partition", "offset", "source", "date", "hour",
+        "raw_level", "host", "thread", "fields",
     }  # fmt: skip
     assert logs.where("timestamp is null").count() == 0
+    ssh = logs.where("source = 'openssh'")
+    assert {r["host"] for r in ssh.select("host").collect()} == {"LabSZ"}
+    # Yearless lines are never dated after their record (the old default year put them there).
+    assert 2023 in {r["year"] for r in ssh.selectExpr("year(timestamp) as year").collect()}
+    latest = ssh.selectExpr("max(timestamp) as latest").collect()[0]["latest"]
+    assert latest <= datetime.now() + timedelta(days=1)
+    keeper = logs.where("source = 'zookeeper'").select("fields", "thread").collect()
+    assert all(r["fields"]["line"].isdigit() and r["thread"] for r in keeper)
+    order_rows = logs.where("source = 'orders'").select("fields", "level").collect()
+    assert sorted(r["fields"]["id"] for r in order_rows) == [f"ORD-{n}" for n in range(5)]
+    old = read_logs(spark, warehouse).where("offset = -1").collect()
+    assert [(r["message"], r["host"], r["fields"]) for r in old] == [("old", None, None)]
     metrics = spark.read.parquet(str(warehouse / "metrics_minute"))
     assert metrics.groupBy().sum("lines").collect()[0][0] == total_logs
     assert metrics.where("error_rate < 0 or error_rate > 1").count() == 0
+    assert old[0]["template_id"] is None
+    templates = read_templates(spark, warehouse)
+    assert set(templates.columns) >= {"id", "template", "first_seen", "last_seen", "count"}
+    assert logs.where("template_id is null").count() == 0
+    per_id = {r["template_id"]: r["count"] for r in logs.groupBy("template_id").count().collect()}
+    assert {r["id"]: r["count"] for r in templates.collect()} == per_id
+    # One template per HDFS event of the sample: "Receiving block blk_<*> src: ... dest: ..."
+    receiving = logs.where("source = 'hdfs' and message like 'Receiving block %'")
+    assert receiving.select("template_id").distinct().count() == 1
 
-    again = run_etl(bootstrap, warehouse, checkpoint)
+    again = run_etl(bootstrap, warehouse, checkpoint, "--formats", str(formats))
     assert again["records"] == 0
-    assert spark.read.parquet(str(warehouse / "logs")).count() == total_logs
+    assert read_logs(spark, warehouse).count() == total_logs + 1
+    assert read_templates(spark, warehouse).count() == len(per_id)
 
 
-def run_etl(bootstrap: str, warehouse: Path, checkpoint: Path) -> dict[str, Any]:
+def run_etl(bootstrap: str, warehouse: Path, checkpoint: Path, *extra: str) -> dict[str, Any]:
     command = [
         sys.executable, "-m", "weir.cli.main", "pipeline", "logs", "--topic", "loglines",
         "--warehouse", str(warehouse), "--checkpoint", str(checkpoint),
-        "--bootstrap-server", bootstrap, "--once", "--master", "local[2]",
+        "--bootstrap-server", bootstrap, "--once", "--master", "local[2]", *extra,
     ]  # fmt: skip
     done = subprocess.run(
         command, capture_output=True, text=True, timeout=300, env={**os.environ}, check=False
@@ -362,6 +421,7 @@ def test_logs_stream_is_exactly_once_across_kill_9(
         job.wait_for(lambda: len(job.committed()) >= 2, "two committed batches")
         job.kill()
         before_kill = len(job.committed())
+        batches_before_kill = {marker["batch"] for marker in job.committed()}
 
         job.start()
         job.wait_for(lambda: len(job.committed()) > before_kill, "a batch after the restart")
@@ -386,3 +446,21 @@ def test_logs_stream_is_exactly_once_across_kill_9(
     assert metrics.groupBy().sum("lines").collect()[0][0] == logs.count()
     report = json.loads(job.output().strip().splitlines()[-1])
     assert report["records"] > 0
+    # The feeder cycles through the same lines: each message has the same template id in the
+    # batches committed before the kill as in those after the restart.
+    stamped = spark.read.parquet(f"{warehouse}/logs").selectExpr(
+        "source", "message", "template_id",
+        "cast(regexp_extract(input_file_name(), 'batch-([0-9]+)-', 1) as int) as batch",
+    ).collect()  # fmt: skip
+    assert all(row["template_id"] is not None for row in stamped)
+    before = {(r["source"], r["message"]): r["template_id"] for r in stamped
+              if r["batch"] in batches_before_kill}  # fmt: skip
+    after = {(r["source"], r["message"]): r["template_id"] for r in stamped
+             if r["batch"] not in batches_before_kill}  # fmt: skip
+    both = before.keys() & after.keys()
+    assert len(both) > 100
+    assert {key: before[key] for key in both} == {key: after[key] for key in both}
+    ids_of_message: dict[tuple[str, str], set[int]] = {}
+    for r in stamped:
+        ids_of_message.setdefault((r["source"], r["message"]), set()).add(r["template_id"])
+    assert all(len(ids) == 1 for ids in ids_of_message.values())

@@ -7,6 +7,7 @@ stable offset."""
 from __future__ import annotations
 
 import asyncio
+import datetime
 import time
 import uuid
 from collections.abc import Callable
@@ -16,6 +17,9 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from broker_process import BrokerProcess
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.errors import ErrorCode
+
+from weir.records import BatchSpec, Record, build_batch
 
 TIMEOUT = 30
 BrokerFactory = Callable[..., BrokerProcess]
@@ -147,3 +151,60 @@ def test_aiokafka_transactions_and_read_committed(broker):
         return values
 
     assert asyncio.run(run()) == [f"kept-{i}" for i in range(5)]
+
+
+def test_aborted_transactions_stay_hidden_after_a_restart(broker):
+    """Many small segments: the aborted transactions lie in segments older than the last two,
+    and a restarted broker still knows them."""
+    name = f"rc-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(name, num_partitions=2, config={"segment.bytes": "512"})]
+                        )[name].result(TIMEOUT)  # fmt: skip
+    producer = _producer(broker, "rc-restart")
+    kept: list[str] = []
+    for round_ in range(24):
+        producer.begin_transaction()
+        values = _send(producer, name, f"r{round_}", 20)
+        if round_ % 3 == 1:
+            producer.abort_transaction(TIMEOUT)
+        else:
+            producer.commit_transaction(TIMEOUT)
+            kept += values
+    segments = list((broker.data_dir / f"{name}-0").glob("*.log"))
+    assert len(segments) > 4, segments
+    broker.kill()
+    broker.start()
+    assert sorted(_read(broker, name, "read_committed")) == sorted(kept)
+
+
+def _raw_produce(broker: BrokerProcess, topic: str, batch: bytes, transactional_id: str | None):
+    from kio.schema.produce.v9 import request as produce
+
+    from weir.cli.txn import Connection
+    from weir.protocol.apis import ApiKey
+
+    body = produce.ProduceRequest(
+        transactional_id=transactional_id, acks=-1, timeout=datetime.timedelta(seconds=10),
+        topic_data=(produce.TopicProduceData(name=topic, partition_data=(
+            produce.PartitionProduceData(index=0, records=batch),)),),
+    )  # fmt: skip
+    with Connection("127.0.0.1", broker.port) as conn:
+        response = conn.call(ApiKey.PRODUCE, 9, body)
+    return response.responses[0].partition_responses[0].error_code
+
+
+def test_transactional_and_control_batches_a_coordinator_did_not_start_are_refused(broker):
+    topic = _topic(broker, partitions=1)
+    record = Record(offset=0, timestamp=0, key=None, value=b"x")
+    stray = build_batch([record], spec=BatchSpec(producer_id=424242, producer_epoch=0,
+                                                 base_sequence=0, transactional=True))  # fmt: skip
+    assert _raw_produce(broker, topic, stray, "nobody") == ErrorCode.invalid_producer_id_mapping
+    assert _raw_produce(broker, topic, stray, None) == ErrorCode.invalid_txn_state
+    marker = build_batch([record], spec=BatchSpec(producer_id=424242, producer_epoch=0,
+                                                  base_sequence=-1, control=True,
+                                                  transactional=True))  # fmt: skip
+    assert _raw_produce(broker, topic, marker, "nobody") == ErrorCode.invalid_record
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "marks",
+                         "log_level": 0})  # fmt: skip
+    assert consumer.get_watermark_offsets(TopicPartition(topic, 0), TIMEOUT) == (0, 0)
+    consumer.close()

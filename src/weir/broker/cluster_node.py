@@ -331,6 +331,15 @@ class ClusterNode:
 
     # ---- placement -------------------------------------------------------------------------------
 
+    def leader_of(self, topic: str, index: int) -> tuple[int, tuple[str, int]] | None:
+        """The leader of `topic-index` and its address as the controller last said, or None
+        while it has none (or it is not known live); KeyError if the cluster lacks it."""
+        partition = self.cache.topics[topic][index]
+        broker = self.cache.brokers.get(partition.leader)
+        if partition.leader < 0 or broker is None:
+            return None
+        return partition.leader, (broker.host, broker.port)
+
     def live_brokers(self) -> dict[int, LiveBroker]:
         if self.cache.brokers:
             return self.cache.brokers

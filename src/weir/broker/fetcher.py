@@ -217,8 +217,10 @@ class LeaderFetcher:
         records = data.records
         if records:
             try:
+                if any(header.is_transactional for header in iter_batches(records)):
+                    partition_log.note_transactions()
                 partition_log.append_as_follower(records)
-            except StorageError as exc:
+            except (StorageError, OSError) as exc:
                 log.error("%s-%d: follower append failed: %s", partition.topic, partition.index,
                           exc)  # fmt: skip
                 return

@@ -27,6 +27,8 @@ from weir.records import HeaderFields
 from weir.records.batch import CONTROL_BIT, TRANSACTIONAL_BIT
 
 CACHED_BATCHES = 5
+#: the base sequence of batches the broker writes for a producer (transactional offset commits)
+NO_SEQUENCE = -1
 MAX_SEQUENCE = 2**31 - 1
 
 OUT_OF_ORDER_SEQUENCE_NUMBER = 45
@@ -59,6 +61,8 @@ class BatchMetadata:
 @dataclass(slots=True)
 class ProducerEntry:
     epoch: int
+    #: the largest timestamp of its last batch (DescribeProducers' last_timestamp)
+    last_timestamp: int = -1
     batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=CACHED_BATCHES))
 
 
@@ -115,6 +119,8 @@ class ProducerStateManager:
             raise ProducerStateError(
                 INVALID_PRODUCER_EPOCH, f"epoch {fields.producer_epoch} is older than {entry.epoch}"
             )
+        if fields.base_sequence == NO_SEQUENCE:  # offsets of a transaction: epoch only
+            return None
         if fields.producer_epoch > entry.epoch:
             if fields.base_sequence != 0:
                 raise ProducerStateError(
@@ -150,9 +156,15 @@ class ProducerStateManager:
             return
         if fields.attributes & TRANSACTIONAL_BIT:
             self.ongoing.setdefault(fields.producer_id, first_offset)
+        if fields.base_sequence == NO_SEQUENCE:
+            entry = self.producers.get(fields.producer_id)
+            if entry is None or fields.producer_epoch > entry.epoch:
+                self.producers[fields.producer_id] = ProducerEntry(fields.producer_epoch)
+            return
         entry = self.producers.get(fields.producer_id)
         if entry is None or fields.producer_epoch > entry.epoch:
             entry = self.producers[fields.producer_id] = ProducerEntry(fields.producer_epoch)
+        entry.last_timestamp = fields.max_timestamp
         entry.batches.append(
             BatchMetadata(
                 fields.base_sequence,

@@ -343,6 +343,11 @@ class ReplicaManager:
             shortfall = self.log_manager.free_space_shortfall(topic, index, self._min_free_bytes)
             if shortfall is not None:
                 return self._refuse(partition, shortfall)
+        if header.is_transactional:
+            try:
+                partition.log.note_transactions()
+            except OSError as exc:
+                return self._refuse(partition, f"cannot record transactions: {exc}")
         return self._append_validated(partition, _stored_form(records, header, config))
 
     def append_marker(self, topic: str, index: int, batch: bytes, commit: bool) -> AppendResult:
@@ -351,6 +356,10 @@ class ReplicaManager:
         partition = self.partitions.get((topic, index))
         if partition is None or not partition.serving:
             return self._missing_or_offline(topic, index)
+        try:
+            partition.log.note_transactions()
+        except OSError as exc:
+            return self._refuse(partition, f"cannot record transactions: {exc}")
         return self._append_validated(partition, batch, commit)
 
     def _check_topic_rules(self, partition: Partition, header: BatchHeader) -> None:
@@ -719,9 +728,12 @@ class ReplicaManager:
 
 def _producer_state(partition_log: PartitionLog) -> ProducerStateManager:
     """Producer state from the batches of the last two segments (Kafka keeps snapshots; a
-    producer's last five batches are in these unless it has been idle for a long time)."""
+    producer's last five batches are in these unless it has been idle for a long time), or of
+    the whole log if it holds transactions (open and aborted ones may be older)."""
     producers = ProducerStateManager()
     start = partition_log.segments[max(0, len(partition_log.segments) - 2)].base_offset
+    if partition_log.has_transactions:
+        start = partition_log.log_start_offset
     producers.load(partition_log.batch_headers_and_markers(start))
     return producers
 

@@ -172,12 +172,16 @@ class Broker:
             self.clock,
             self._request_log,
             self.cluster,
-            self._transaction_coordinator(replicas, topics, producer_ids),
+            self._transaction_coordinator(replicas, topics, producer_ids, groups),
             None if self.cluster else ScramCredentialStore(config.all_log_dirs[0]),
         )
 
     def _transaction_coordinator(
-        self, replicas: ReplicaManager, topics: TopicManager, producer_ids: ProducerIdAllocator
+        self,
+        replicas: ReplicaManager,
+        topics: TopicManager,
+        producer_ids: ProducerIdAllocator,
+        groups: GroupCoordinator,
     ) -> TransactionCoordinator:
         config = self.config
         store = TransactionStore(
@@ -203,7 +207,13 @@ class Broker:
             ),
             self.clock,
             store,
-            LocalMarkerWriter(replicas, self.clock),
+            LocalMarkerWriter(
+                replicas,
+                self.clock,
+                on_offsets_marker=groups.complete_transaction,
+                node_id=config.node_id,
+                leader_of=self.cluster.leader_of if self.cluster is not None else None,
+            ),
             producer_ids.next_id,
         )
 

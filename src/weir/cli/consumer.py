@@ -3,7 +3,8 @@
 MODULE is a dotted module importable from the current directory or a path to a .py file;
 FUNCTION receives a `weir.consumer.Record` (key, value, headers, topic, partition, offset,
 timestamp). In exactly-once mode its return value is the record's result, stored in
-the `--sink` together with the offsets. Runs until SIGTERM or SIGINT, then finishes running
+the `--sink` together with the offsets, or written to `--output-topic` in a Kafka transaction
+that commits the offsets too. Runs until SIGTERM or SIGINT, then finishes running
 work, commits and leaves the group. Prometheus metrics are served on --metrics-port. The
 process is the consumer's, so its garbage collector is tuned for it (`tune_gc`).
 """
@@ -45,6 +46,8 @@ def register(commands: Any) -> None:
     run.add_argument("--ordering", choices=[o.value for o in Ordering], default="partition")
     run.add_argument("--sink", help="exactly-once sink: sqlite:PATH or postgresql://...")
     run.add_argument("--sink-table", default=DEFAULT_RESULTS_TABLE)
+    run.add_argument("--output-topic", help="exactly-once to a topic: results written there in "
+                     "Kafka transactions that also commit the input offsets")  # fmt: skip
     _add_tuning(run)
     add_bootstrap(run)
     run.set_defaults(run=run_consumer)
@@ -127,11 +130,15 @@ _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 def _build(args: argparse.Namespace) -> LogConsumer:
     settings = settings_from(args)
-    if settings.delivery is Delivery.EXACTLY_ONCE and not args.sink:
-        raise ValueError("--mode exactly-once needs --sink sqlite:PATH or postgresql://...")
-    if args.sink and settings.delivery is not Delivery.EXACTLY_ONCE:
-        raise ValueError("--sink is used only with --mode exactly-once")
+    exactly_once = settings.delivery is Delivery.EXACTLY_ONCE
+    if exactly_once and not (args.sink or args.output_topic):
+        raise ValueError("--mode exactly-once needs --sink sqlite:PATH or postgresql://..., or "
+                         "--output-topic TOPIC")  # fmt: skip
+    if args.sink and args.output_topic:
+        raise ValueError("--sink and --output-topic are two destinations: choose one")
+    if (args.sink or args.output_topic) and not exactly_once:
+        raise ValueError("--sink and --output-topic are used only with --mode exactly-once")
     function = load_handler(args.handler)  # fails early, before joining the group
     handler = args.handler if args.processes else function
     sinks = sink_factory(args.sink, args.sink_table) if args.sink else None
-    return LogConsumer(settings, handler, sink_factory=sinks)
+    return LogConsumer(settings, handler, sink_factory=sinks, output_topic=args.output_topic)

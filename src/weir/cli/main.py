@@ -18,6 +18,7 @@ from weir.cli import (
     consumer,
     demo,
     groups,
+    logformats,
     logtool,
     pipeline,
     txn,
@@ -39,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     consumer.register(commands)
     demo.register(commands)
     logtool.register(commands)
+    logformats.register(commands)
     agent.register(commands)
     pipeline.register(commands)
     zookeeper.register(commands)

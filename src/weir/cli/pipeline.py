@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from weir.cli.clients import add_bootstrap
+from weir.cli.logformats import add_formats_option, registry_of
 
 
 def register(commands: Any) -> None:
@@ -28,6 +29,7 @@ def register(commands: Any) -> None:
         "--max-records-per-trigger", type=int, help="cap on the records of one micro-batch"
     )
     logs.add_argument("--driver-memory", default="1g")
+    add_formats_option(logs)
     add_bootstrap(logs)
     logs.set_defaults(run=run_logs)
 
@@ -35,8 +37,15 @@ def register(commands: Any) -> None:
 def run_logs(args: argparse.Namespace) -> int:
     from pyspark.errors import StreamingQueryException
 
+    from weir.logformats import FormatFileError
     from weir.pipeline.logs_job import SPARK_CONFIG, LogsJob, run_logs_job
     from weir.pipeline.session import weir_session
+
+    try:
+        registry_of(args.formats)  # a bad format file stops here, before any data is read
+    except FormatFileError as error:
+        print(f"weir: {error}", file=sys.stderr)
+        return 2
 
     job = LogsJob(
         bootstrap=args.bootstrap_server,
@@ -46,6 +55,7 @@ def run_logs(args: argparse.Namespace) -> int:
         metrics_topic=args.metrics_topic,
         once=args.once,
         max_records_per_trigger=args.max_records_per_trigger,
+        formats=tuple(path.resolve() for path in args.formats),
     )
     spark = weir_session(
         master=args.master,

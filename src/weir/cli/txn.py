@@ -1,9 +1,13 @@
-"""`weir txn list|describe`, as kafka-transactions.sh does them.
+"""`weir txn list|describe|find-hanging`, as kafka-transactions.sh does them.
 
 list asks every broker of the cluster (ListTransactions), since each knows only the
 transactional ids it coordinates; describe finds the id's coordinator (FindCoordinator, key type
-transaction) and asks it (DescribeTransactions). librdkafka has no admin call for either, so
-these speak the Kafka protocol directly, one request at a time.
+transaction) and asks it (DescribeTransactions). find-hanging asks the leaders of a topic's
+partitions which producers have a transaction open there (DescribeProducers) and reports those
+open longer than the longest transaction timeout whose coordinator knows no such ongoing
+transaction on that partition: their records hold read_committed consumers back for good.
+librdkafka has no admin call for these, so they speak the Kafka protocol directly, one request
+at a time.
 """
 
 from __future__ import annotations
@@ -19,15 +23,18 @@ import sys
 import time
 from typing import Any
 
+from kio.schema.describe_producers.v0.request import DescribeProducersRequest, TopicRequest
 from kio.schema.describe_transactions.v0 import response as describe_response
 from kio.schema.describe_transactions.v0.request import DescribeTransactionsRequest
 from kio.schema.errors import ErrorCode
 from kio.schema.find_coordinator.v3.request import FindCoordinatorRequest
 from kio.schema.list_transactions.v1.request import ListTransactionsRequest
 from kio.schema.metadata.v1.request import MetadataRequest
-from kio.schema.types import ProducerId, TransactionalId
+from kio.schema.metadata.v4.request import MetadataRequest as MetadataRequestV4
+from kio.schema.metadata.v4.request import MetadataRequestTopic
+from kio.schema.types import ProducerId, TopicName, TransactionalId
 from kio.serial import entity_reader
-from kio.static.primitive import TZAware, i8, i64
+from kio.static.primitive import TZAware, i8, i32, i64
 
 from weir.broker.config import parse_host_port
 from weir.cli.clients import ADMIN_TIMEOUT, add_bootstrap
@@ -62,7 +69,16 @@ def register(commands: Any) -> None:
     describe = sub.add_parser("describe", help="one transactional id's current transaction")
     describe.add_argument("--transactional-id", required=True)
     describe.set_defaults(run=run_describe)
-    for parser in (listing, describe):
+    hanging = sub.add_parser(
+        "find-hanging", help="transactions open on a partition that no coordinator knows of"
+    )
+    hanging.add_argument("--topic", required=True)
+    hanging.add_argument("--partition", type=int, help="only this partition")
+    hanging.add_argument("--max-transaction-timeout", type=float, default=15.0, metavar="MINUTES",
+                         help="the brokers' transaction.max.timeout.ms, in minutes (default 15): "
+                         "only transactions open longer are considered")  # fmt: skip
+    hanging.set_defaults(run=run_find_hanging)
+    for parser in (listing, describe, hanging):
         add_bootstrap(parser)
 
 
@@ -199,3 +215,108 @@ def _print_description(coordinator: int, state: Any) -> None:
     ]  # fmt: skip
     for name, value in rows:
         print(f"{name:<32}{value}")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class OpenTransaction:
+    """A producer's transaction open on one partition, as its leader sees it."""
+
+    topic: str
+    partition: int
+    producer_id: int
+    producer_epoch: int
+    start_offset: int
+    last_timestamp: int
+
+
+def hanging(
+    open_here: list[OpenTransaction],
+    coordinators: dict[int, tuple[str, set[tuple[str, int]]] | None],
+    now_ms: int,
+    max_timeout_ms: int,
+) -> list[OpenTransaction]:
+    """Of the transactions open on partitions, those that hang: open (by their last write)
+    longer than `max_timeout_ms`, and whose producer's coordinator (`coordinators`: producer id
+    -> (state, partitions of its current transaction), or None when no coordinator knows the
+    producer) has no ongoing transaction including that partition."""
+    out = []
+    for txn in open_here:
+        if now_ms - txn.last_timestamp <= max_timeout_ms:
+            continue
+        known = coordinators.get(txn.producer_id)
+        if known is not None and known[0] == "Ongoing" and (txn.topic, txn.partition) in known[1]:
+            continue
+        out.append(txn)
+    return out
+
+
+def run_find_hanging(args: argparse.Namespace) -> int:
+    host, port = parse_host_port(args.bootstrap_server)
+    with Connection(host, port) as conn:
+        metadata = conn.call(ApiKey.METADATA, 4, MetadataRequestV4(
+            topics=(MetadataRequestTopic(name=TopicName(args.topic)),),
+            allow_auto_topic_creation=False))  # fmt: skip
+    brokers = {b.node_id: (b.host, b.port) for b in metadata.brokers}
+    topic = next((t for t in metadata.topics if t.name == args.topic), None)
+    if topic is None or topic.error_code is not ErrorCode.none:
+        reason = topic.error_code.name if topic is not None else "not found"
+        print(f"weir: topic {args.topic!r}: {reason}", file=sys.stderr)
+        return 1
+    by_leader: dict[int, list[int]] = {}
+    for p in topic.partitions:
+        if args.partition is None or p.partition_index == args.partition:
+            by_leader.setdefault(p.leader_id, []).append(p.partition_index)
+    open_here = []
+    for leader, indexes in sorted(by_leader.items()):
+        if leader not in brokers:
+            print(f"weir: partitions {indexes} have no leader now", file=sys.stderr)
+            return 1
+        wanted = TopicRequest(name=TopicName(args.topic),
+                              partition_indexes=tuple(i32(i) for i in indexes))  # fmt: skip
+        with Connection(*brokers[leader]) as conn:
+            response = conn.call(ApiKey.DESCRIBE_PRODUCERS, 0,
+                                 DescribeProducersRequest(topics=(wanted,)))  # fmt: skip
+        for t in response.topics:
+            for p in t.partitions:
+                open_here += [
+                    OpenTransaction(t.name, p.partition_index, s.producer_id, s.producer_epoch,
+                                    s.current_txn_start_offset, s.last_timestamp)
+                    for s in p.active_producers if s.current_txn_start_offset >= 0
+                ]  # fmt: skip
+    now_ms = round(time.time() * 1000)
+    max_timeout_ms = round(args.max_transaction_timeout * 60_000)
+    candidates = hanging(open_here, {}, now_ms, max_timeout_ms)
+    found = hanging(candidates, _coordinators_of({c.producer_id for c in candidates}, brokers),
+                    now_ms, max_timeout_ms)  # fmt: skip
+    print(f"{'Topic':<30}{'Partition':>10}{'ProducerId':>12}{'ProducerEpoch':>15}"
+          f"{'StartOffset':>13}{'LastTimestamp':>15}{'Duration(min)':>15}")  # fmt: skip
+    for txn in found:
+        minutes = (now_ms - txn.last_timestamp) / 60_000
+        print(f"{txn.topic:<30}{txn.partition:>10}{txn.producer_id:>12}{txn.producer_epoch:>15}"
+              f"{txn.start_offset:>13}{txn.last_timestamp:>15}{minutes:>15.1f}")  # fmt: skip
+    return 0
+
+
+def _coordinators_of(
+    producer_ids: set[int], brokers: dict[int, tuple[str, int]]
+) -> dict[int, tuple[str, set[tuple[str, int]]] | None]:
+    """What the coordinators know of each producer's current transaction."""
+    known: dict[int, tuple[str, set[tuple[str, int]]] | None] = dict.fromkeys(producer_ids)
+    if not producer_ids:
+        return known
+    request = ListTransactionsRequest(
+        state_filters=(), producer_id_filters=tuple(ProducerId(p) for p in producer_ids),
+        duration_filter=i64(-1),
+    )  # fmt: skip
+    for node_id, address in sorted(brokers.items()):
+        with Connection(*address) as conn:
+            listed = conn.call(ApiKey.LIST_TRANSACTIONS, 1, request)
+            for t in listed.transaction_states:
+                described = conn.call(ApiKey.DESCRIBE_TRANSACTIONS, 0, DescribeTransactionsRequest(
+                    transactional_ids=(TransactionalId(t.transactional_id),)))  # fmt: skip
+                for state in described.transaction_states:
+                    if state.error_code is ErrorCode.none and state.producer_id in known:
+                        partitions = {(x.topic, int(p)) for x in state.topics for p in x.partitions}
+                        known[state.producer_id] = (state.transaction_state, partitions)
+        del node_id
+    return known

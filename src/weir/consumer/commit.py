@@ -1,7 +1,8 @@
-"""Committing what finished: to Kafka (at-least-once) or into a transactional sink
-(exactly-once).
+"""Committing what finished: to Kafka (at-least-once), into a transactional sink
+(exactly-once), or as a Kafka transaction that writes the results to an output topic together
+with the input offsets (exactly-once from topic to topic, KIP-98/KIP-447).
 
-Owns the `Committer` interface and its two implementations. A committer is asked for where
+Owns the `Committer` interface and its three implementations. A committer is asked for where
 newly assigned partitions start, and to commit a set of owned partitions up to their
 contiguous finished prefix (`OwnedPartition.commit_target`); `commit` returns the partitions
 another owner fenced off. Both run on the fetcher thread that owns the partitions.
@@ -10,10 +11,11 @@ another owner fenced off. Both run on the fetcher thread that owns the partition
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
-from confluent_kafka import Consumer, KafkaException
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from weir.consumer.metrics import FetcherStats
@@ -23,6 +25,14 @@ from weir.consumer.sink import OffsetAdvance, SinkFencedError, TopicPartition, T
 log = logging.getLogger(__name__)
 
 COMMITTED_TIMEOUT_S = 30.0
+TRANSACTION_TIMEOUT_S = 60.0
+#: errors of a transactional offset commit that mean this member no longer owns its partitions
+_LOST_OWNERSHIP = frozenset({
+    KafkaError.ILLEGAL_GENERATION,
+    KafkaError.UNKNOWN_MEMBER_ID,
+    KafkaError.FENCED_INSTANCE_ID,
+    KafkaError.REBALANCE_IN_PROGRESS,
+})
 NO_OFFSET = -1001  # librdkafka's OFFSET_INVALID: nothing committed
 
 
@@ -142,3 +152,74 @@ class SinkCommitter:
 
     def close(self) -> None:
         self._sink.close()
+
+
+class TransactionCommitter(KafkaCommitter):
+    """Exactly-once from topic to topic: each commit is one Kafka transaction that writes the
+    finished records' results to `output_topic` (keyed as their input) and commits their input
+    offsets (`send_offsets_to_transaction`, with the consumer's group metadata so that a member
+    that lost its partitions in a rebalance is fenced, KIP-447). An aborted transaction leaves
+    nothing visible to read_committed readers; its results are written again by the next one.
+    Each fetcher has a transactional producer of its own."""
+
+    def __init__(
+        self,
+        consumer: Consumer,
+        stats: FetcherStats,
+        output_topic: str,
+        producer_config: dict[str, Any],
+    ) -> None:
+        super().__init__(consumer, stats)
+        self._output_topic = output_topic
+        config = {"transactional.id": f"weir-{uuid.uuid4().hex}", **producer_config}
+        config.pop("enable.idempotence", None)
+        self._producer = Producer(config)
+        self._producer.init_transactions(TRANSACTION_TIMEOUT_S)
+
+    def commit(self, owned: Sequence[OwnedPartition]) -> list[OwnedPartition]:
+        targets = _targets(owned)
+        if not targets:
+            return []
+        try:
+            self._commit_transaction(targets)
+        except KafkaException as exc:
+            error = exc.args[0]
+            self._stats.commit_failures += 1
+            if error.fatal():
+                raise
+            log.warning("transaction not committed: %s", error)
+            if error.txn_requires_abort():
+                self._abort()
+            if error.code() in _LOST_OWNERSHIP:
+                return [p for p, _ in targets]
+            return []
+        for partition, target in targets:
+            partition.committed_to(target)
+        self._stats.commits += 1
+        return []
+
+    def _commit_transaction(self, targets: list[tuple[OwnedPartition, int]]) -> None:
+        producer = self._producer
+        producer.begin_transaction()
+        for partition, target in targets:
+            for row in partition.results_below(target):
+                while True:
+                    try:
+                        producer.produce(self._output_topic, row.result, key=row.key)
+                        break
+                    except BufferError:
+                        producer.poll(0.05)
+        offsets = [KafkaTopicPartition(p.topic, p.partition, t) for p, t in targets]
+        producer.send_offsets_to_transaction(
+            offsets, self._consumer.consumer_group_metadata(), TRANSACTION_TIMEOUT_S
+        )
+        producer.commit_transaction(TRANSACTION_TIMEOUT_S)
+
+    def _abort(self) -> None:
+        try:
+            self._producer.abort_transaction(TRANSACTION_TIMEOUT_S)
+        except KafkaException as exc:
+            log.warning("transaction not aborted: %s", exc)
+
+    def close(self) -> None:
+        self._producer.flush(TRANSACTION_TIMEOUT_S)

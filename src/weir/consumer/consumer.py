@@ -18,7 +18,7 @@ from collections.abc import Callable
 from confluent_kafka import Consumer
 
 from weir.clock import Clock, SystemClock
-from weir.consumer.commit import Committer, KafkaCommitter, SinkCommitter
+from weir.consumer.commit import Committer, KafkaCommitter, SinkCommitter, TransactionCommitter
 from weir.consumer.failures import DeadLetterPublisher
 from weir.consumer.fetcher import Fetcher
 from weir.consumer.handlers import Handler, load_handler
@@ -45,8 +45,9 @@ class LogConsumer:
     """Runs `handler` over `settings.topics` in group `settings.group_id`.
 
     `handler` is a function or a MODULE:FUNCTION reference (process workers need a reference
-    or a function picklable by name). Exactly-once needs `sink_factory`: each fetcher opens
-    its own sink on its own thread.
+    or a function picklable by name). Exactly-once needs `sink_factory` (each fetcher opens
+    its own sink on its own thread) or `output_topic`: results are then written there in Kafka
+    transactions that also commit the input offsets.
     """
 
     def __init__(
@@ -55,12 +56,19 @@ class LogConsumer:
         handler: Handler | str,
         *,
         sink_factory: SinkFactory | None = None,
+        output_topic: str | None = None,
         clock: Clock | None = None,
     ) -> None:
-        if (settings.delivery is Delivery.EXACTLY_ONCE) != (sink_factory is not None):
-            raise ValueError("a transactional sink goes with exactly-once delivery, and only")
+        if sink_factory is not None and output_topic is not None:
+            raise ValueError("results go to a transactional sink or to an output topic, not both")
+        destination = sink_factory is not None or output_topic is not None
+        if (settings.delivery is Delivery.EXACTLY_ONCE) != destination:
+            raise ValueError(
+                "a transactional sink or an output topic goes with exactly-once delivery, and only"
+            )
         self.settings = settings
         self._sink_factory = sink_factory
+        self._output_topic = output_topic
         self._clock = clock or SystemClock()
         self._queue = WorkQueue(settings.ordering, settings.workers, settings.max_run)
         self._runner = self._make_runner(handler)
@@ -90,6 +98,10 @@ class LogConsumer:
         return ThreadRunner(function, keep_results)
 
     def _make_committer(self, consumer: Consumer, stats: FetcherStats) -> Committer:
+        if self._output_topic is not None:
+            return TransactionCommitter(
+                consumer, stats, self._output_topic, self.settings.producer_config()
+            )
         if self._sink_factory is None:
             return KafkaCommitter(consumer, stats)
         return SinkCommitter(self._sink_factory(), self.settings.group_id, consumer, stats)

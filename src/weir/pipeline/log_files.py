@@ -4,9 +4,9 @@ A micro-batch stream over the same offsets as ``readStream.format("weir")`` (the
 offsets in the checkpoint, ``maxRecordsPerTrigger``, available-now triggers, data-loss
 handling), but each task, instead of handing its raw records to Spark, parses them and writes
 them as Parquet under the ``spool`` directory (see ``weir.pipeline.task_files``). Its rows are
-the tasks' manifests: the files each wrote and its line counts. The records thus never pass
-through the JVM: a row crossing from Python to the JVM and back to Python cost more than
-parsing it.
+the tasks' manifests: the files each wrote and its line counts. The option ``formats`` (a JSON
+list of paths) names the job's own format files. The records thus never pass through the JVM: a
+row crossing from Python to the JVM and back to Python cost more than parsing it.
 
 Each Python process Spark starts for the query imports only what its part needs. The one that
 creates the source and asks its schema imports this module alone, without pyarrow or the Kafka
@@ -20,6 +20,7 @@ tables (see ``weir.pipeline.logs_job``).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader
@@ -31,6 +32,7 @@ from weir.pipeline.options import SourceOptions
 
 FORMAT = "weir-log-files"
 SPOOL_OPTION = "spool"
+FORMATS_OPTION = "formats"  # a JSON list of format files and directories
 
 
 class LogFilesDataSource(DataSource):
@@ -50,4 +52,7 @@ class LogFilesDataSource(DataSource):
         spool = next((options.pop(k) for k in list(options) if k.lower() == SPOOL_OPTION), None)
         if not spool:
             raise OffsetOptionError(f"the option {SPOOL_OPTION} is required")
-        return LogFilesStreamReader(SourceOptions.parse(options), Path(spool))
+        formats = next((options.pop(k) for k in list(options) if k.lower() == FORMATS_OPTION), "[]")
+        return LogFilesStreamReader(
+            SourceOptions.parse(options), Path(spool), tuple(json.loads(formats))
+        )

@@ -17,12 +17,14 @@ from weir.pipeline.streaming import WeirStreamReader
 class LogFilesStreamReader(WeirStreamReader):
     """``weir``'s stream reader whose tasks parse and write their records and return manifests."""
 
-    def __init__(self, options: SourceOptions, spool: Path) -> None:
+    def __init__(self, options: SourceOptions, spool: Path, formats: tuple[str, ...] = ()) -> None:
         super().__init__(options)
         self.spool = spool
+        self.formats = formats
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         from weir.pipeline.task_files import write_task
 
-        records = read_partition(self.options, partition, include_timestamps=False)
-        return write_task(str(self.spool))(records)
+        # The records' timestamps give lines without a year theirs.
+        records = read_partition(self.options, partition, include_timestamps=True)
+        return write_task(str(self.spool), self.formats)(records)

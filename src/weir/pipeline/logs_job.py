@@ -1,21 +1,31 @@
 """The log ETL job: raw log lines in a topic to a Parquet warehouse of logs, quarantine, metrics.
 
 Each record's value is one raw line (UTF-8); its key, when present, names the source format
-(``hdfs``, ``apache``, ``linux``, ... or an alias, see ``weir.pipeline.parsing``); without a key
-the format is detected from the line. A line that does not parse goes to ``quarantine`` with the
-reason, never dropped.
+(``hdfs``, ``apache``, ``syslog``, ... or an alias: any format of ``weir.logformats``, the
+shipped ones and the job's own format files, ``LogsJob.formats``); without a key the format is
+detected from the line. A line that does not parse goes to ``quarantine`` with the reason, never
+dropped. A line whose timestamp has no year takes the year of the record's timestamp.
 
 The job is one Structured Streaming query over ``readStream.format("weir-log-files")``
 (``weir.pipeline.log_files``), from the earliest offsets, handled batch by batch with
 ``foreachBatch``. Each micro-batch is one Spark job whose tasks read their offset ranges, parse
-the records over Arrow batches and write the logs and quarantine files themselves
-(``weir.pipeline.task_files``) into the warehouse's spool, returning only the files and line
-counts; the driver writes the batch's metrics from those counts and commits the reported files
-into the tables. Spark records each micro-batch's offsets in the checkpoint
-before it runs and replays an unfinished batch after a restart;
-``weir.pipeline.warehouse.BatchCommits`` makes the replay replace, never duplicate, what the
-batch wrote. So each input line lands in the warehouse exactly once, even across a kill -9
-of the driver. Each batch's per-minute metrics also go, as JSON, to a metrics topic; there a
+the records over Arrow batches and write the quarantine files themselves
+(``weir.pipeline.task_files``) into the warehouse's spool, their parsed rows as Arrow files
+beside them, returning only the files, line counts and distinct masked messages. The driver
+mines those messages into template ids (``weir.logformats.mining``; one Drain tree per format),
+then a second Spark job, one task per parsed-rows file, stamps each row with its template id
+and writes the ``logs`` files (``weir.pipeline.logs_writer``). The driver writes the batch's
+metrics from the counts and the ``templates`` table (id, source, template, first_seen,
+last_seen, count: every template so far, one file replaced by each batch; ``read_templates``)
+from the miner, and commits the reported files into the tables together with the miner's
+state. Mining on the driver sees each distinct masked message of a batch once, however many
+lines repeat it, and in one order, so template ids do not depend on how the batch was split
+into tasks. Spark records each micro-batch's offsets in the checkpoint before it runs and
+replays an unfinished batch after a restart; ``weir.pipeline.warehouse.BatchCommits`` makes the
+replay replace, never duplicate, what the batch wrote, and the replay mines from the miner state
+committed with the batch before it. So each input line lands in the warehouse exactly once,
+with the template id it would have had without the restart, even across a kill -9 of the
+driver. Each batch's per-minute metrics also go, as JSON, to a metrics topic; there a
 replayed batch may publish its rows again (at-least-once; each row carries its ``batch``).
 """
 
@@ -33,22 +43,36 @@ import pyarrow as pa  # type: ignore[import-untyped]
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
+from weir.logformats import FormatRegistry
+from weir.logformats.batch import BatchParser
+from weir.logformats.mining import Occurrences, TemplateMiner
 from weir.pipeline.kafka_io import MessagePublisher, ensure_topic
 from weir.pipeline.log_files import FORMAT as LOG_FILES_FORMAT
-from weir.pipeline.log_files import SPOOL_OPTION, LogFilesDataSource
-from weir.pipeline.manifest import FILE
+from weir.pipeline.log_files import FORMATS_OPTION, SPOOL_OPTION, LogFilesDataSource
+from weir.pipeline.logs_writer import PARSED_SUFFIX, write_logs_task, write_template_ids
+from weir.pipeline.manifest import FILE, PARSED, TEMPLATE
 from weir.pipeline.metrics import (
     QUARANTINE_SCHEMA,
     BatchCounts,
     write_parquet,
 )
-from weir.pipeline.parsing.batch import BatchParser
 from weir.pipeline.task_files import PARSE_ROWS, line_counts, parse_records
 from weir.pipeline.warehouse import DATA_SUFFIX, STAGING_DIR, BatchCommits
 
 METRICS_FILE = "part-00000-metrics.snappy.parquet"
 EMPTY_FILE = "part-00000-empty.snappy.parquet"
-TABLES = ("logs", "quarantine", "metrics_minute")
+TEMPLATES_FILE = "part-00000-templates.snappy.parquet"
+TEMPLATE_IDS_FILE = "template-ids.arrow"
+TABLES = ("logs", "quarantine", "metrics_minute", "templates")
+TEMPLATES_SCHEMA = pa.schema(
+    [("id", pa.int64()), ("source", pa.string()), ("template", pa.string()),
+     ("first_seen", pa.timestamp("us", tz="UTC")), ("last_seen", pa.timestamp("us", tz="UTC")),
+     ("count", pa.int64())]
+)  # fmt: skip
+TEMPLATES_DDL = (
+    "id BIGINT, source STRING, template STRING, first_seen TIMESTAMP, "
+    "last_seen TIMESTAMP, `count` BIGINT"
+)
 TRIGGER_INTERVAL = "1 second"
 # Rows per Arrow batch handed to the parser by the job's tasks: large batches spread its fixed
 # per-batch costs.
@@ -86,6 +110,7 @@ class LogsJob:
     metrics_topic: str | None = None
     once: bool = False
     max_records_per_trigger: int | None = None
+    formats: tuple[Path, ...] = ()  # format files or directories, besides the shipped formats
 
     @property
     def metrics_topic_name(self) -> str:
@@ -109,12 +134,15 @@ class RunSummary:
         self.quarantined += marker["quarantined"]
 
 
-def parse_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """Raw records (key, value, topic, partition, offset) to one row per line, parsed or not.
+def parse_batches(
+    batches: Iterator[pa.RecordBatch], registry: FormatRegistry | None = None
+) -> Iterator[pa.RecordBatch]:
+    """Raw records (key, value, topic, partition, offset, and optionally their timestamps) to
+    one row per line, parsed or not.
 
     Rows come out grouped by how they were parsed, not in input order.
     """
-    parser = BatchParser(year=date.today().year)
+    parser = BatchParser(year=date.today().year, registry=registry)
     for batch in batches:
         for table in parse_records(parser, batch):
             yield from table.to_batches()
@@ -127,6 +155,7 @@ def run_logs_job(
 
     A failed query raises its StreamingQueryException.
     """
+    FormatRegistry.builtin().with_files(job.formats)  # a bad format file fails here, at once
     ensure_topic({"bootstrap.servers": job.bootstrap}, job.metrics_topic_name)
     writer = BatchWriter(job)
     try:
@@ -151,6 +180,7 @@ def start_query(spark: SparkSession, job: LogsJob, writer: BatchWriter) -> Strea
         .option("startingOffsets", "earliest")
         .option("includeHeaders", "false")
         .option(SPOOL_OPTION, str(spool_of(job.warehouse)))
+        .option(FORMATS_OPTION, json.dumps([str(path.resolve()) for path in job.formats]))
     )
     if job.max_records_per_trigger is not None:
         reader = reader.option("maxRecordsPerTrigger", str(job.max_records_per_trigger))
@@ -172,11 +202,12 @@ def spool_of(warehouse: Path) -> Path:
 
 
 class BatchWriter:
-    """The ``foreachBatch`` function: one micro-batch of parsed rows into the three tables.
+    """The ``foreachBatch`` function: one micro-batch of parsed rows into the tables.
 
     Runs on the driver. A batch whose marker exists (it was committed before Spark recorded it
     done) is skipped; otherwise its tables are staged, its metrics published to the metrics
-    topic, and its files committed into the warehouse.
+    topic, and its files committed into the warehouse with the template miner's state. The
+    miner is loaded from the state of the last committed batch before the first batch it mines.
     """
 
     def __init__(self, job: LogsJob) -> None:
@@ -184,20 +215,31 @@ class BatchWriter:
         self.summary = RunSummary()
         self._commits: BatchCommits | None = None
         self._metrics: MessagePublisher | None = None
+        self._miner: TemplateMiner | None = None
 
     def __call__(self, manifests: DataFrame, batch_id: int) -> None:
         commits = self._batch_commits()
         if commits.committed(batch_id) is not None:
             self.summary.replayed.append(batch_id)
+            self._miner = None
             return
-        staging = commits.stage(batch_id)
-        spool = spool_of(self.job.warehouse)
-        counts, files, spooled = write_tables(manifests, spool, staging, batch_id)
-        if self._metrics is None:
-            client = {"bootstrap.servers": self.job.bootstrap}
-            self._metrics = MessagePublisher(client, self.job.metrics_topic_name)
-        self._metrics.publish(counts.metrics_messages())
-        self.summary.add(commits.commit(batch_id, counts.summary(), files, elsewhere=spooled))
+        miner = self._template_miner(commits, batch_id)
+        try:
+            staging = commits.stage(batch_id)
+            spool = spool_of(self.job.warehouse)
+            counts, files, spooled = write_tables(manifests, spool, staging, batch_id, miner)
+            if self._metrics is None:
+                client = {"bootstrap.servers": self.job.bootstrap}
+                self._metrics = MessagePublisher(client, self.job.metrics_topic_name)
+            self._metrics.publish(counts.metrics_messages())
+            marker = commits.commit(
+                batch_id, counts.summary(), files, elsewhere=spooled, state=miner.to_bytes()
+            )
+        except BaseException:
+            self._miner = None  # it mined a batch that is not committed
+            raise
+        self.summary.add(marker)
+        delete_templates_before(self.job.warehouse, batch_id)
 
     def close(self) -> None:
         if self._metrics is not None:
@@ -209,6 +251,25 @@ class BatchWriter:
             self._commits = BatchCommits(self.job.warehouse, checkpoint_query_id(self.job))
         return self._commits
 
+    def _template_miner(self, commits: BatchCommits, batch_id: int) -> TemplateMiner:
+        if self._miner is None:
+            registry = FormatRegistry.builtin().with_files(self.job.formats)
+            settings = {declared.name: declared.mining for declared in registry}
+            state = commits.latest_state(batch_id)
+            self._miner = (
+                TemplateMiner(settings)
+                if state is None
+                else TemplateMiner.from_bytes(state, settings)
+            )
+        return self._miner
+
+
+def read_logs(spark: SparkSession, warehouse: Path) -> DataFrame:
+    """The warehouse's ``logs`` table. Its files may come from older versions of the job, with
+    fewer columns (columns are only ever added): the schemas are merged, so the columns an old
+    file lacks read as nulls."""
+    return spark.read.option("mergeSchema", "true").parquet(str(warehouse / "logs"))
+
 
 def checkpoint_query_id(job: LogsJob) -> str:
     """The query id Spark keeps in the checkpoint's ``metadata`` file; it outlives restarts."""
@@ -217,24 +278,48 @@ def checkpoint_query_id(job: LogsJob) -> str:
     return query_id
 
 
-def write_tables(
-    manifests: DataFrame, spool: Path, staging: Path, batch_id: int
-) -> tuple[BatchCounts, list[str], dict[str, Path]]:
-    """Runs the batch's tasks and writes the rest of its tables under ``staging``; returns its
-    line counts, the files written to ``staging`` and the tasks' files, each by its path in the
-    tables, with where it is in ``spool``.
+def read_templates(spark: SparkSession, warehouse: Path) -> DataFrame:
+    """The warehouse's ``templates`` table as of its last committed batch (each batch writes the
+    whole table; an older file may linger briefly after a crash, and is not read)."""
+    files = sorted((warehouse / "templates").glob(f"batch-*{DATA_SUFFIX}"))
+    if not files:
+        return spark.createDataFrame([], schema=TEMPLATES_DDL)
+    return spark.read.parquet(str(files[-1]))
 
-    One Spark job: each task parses its records and writes its logs and quarantine files into
-    ``spool``, reporting the files and its line counts. Files in the spool that no successful
-    task reported (left by a failed attempt) are deleted. The metrics, computed from the
-    counts, and an empty quarantine file when nothing was quarantined are written here.
+
+def delete_templates_before(warehouse: Path, batch_id: int) -> None:
+    """Deletes the ``templates`` files of batches before ``batch_id`` (a later one holds all)."""
+    newest = f"batch-{batch_id:08d}-"
+    for path in (warehouse / "templates").glob(f"batch-*{DATA_SUFFIX}"):
+        if path.name < newest:
+            path.unlink(missing_ok=True)
+
+
+def write_tables(
+    manifests: DataFrame, spool: Path, staging: Path, batch_id: int, miner: TemplateMiner
+) -> tuple[BatchCounts, list[str], dict[str, Path]]:
+    """Runs the batch's tasks, mines its templates, has its logs files written and writes the
+    rest of its tables under ``staging``; returns its line counts, the files written to
+    ``staging`` and the tasks' files, each by its path in the tables, with where it is in
+    ``spool``.
+
+    Two Spark jobs: in the first, each task parses its records and writes its quarantine file
+    and its parsed rows into ``spool``, reporting them, its line counts and its distinct masked
+    messages; in the second, after the driver mined those, each task writes the logs files of
+    one parsed-rows file. Files in the spool that no successful task reported (left by a failed
+    attempt) are deleted, and the parsed-rows files once written out. The metrics, computed
+    from the counts, an empty quarantine file when nothing was quarantined, and the templates
+    table are written here.
     """
     manifest = manifests.toArrow().to_pylist()
     reported = {row["path"]: spool / row["path"] for row in manifest if row["kind"] == FILE}
-    keep = set(reported.values())
-    for path in spool.rglob(f"*{DATA_SUFFIX}"):
-        if path not in keep:
-            path.unlink()
+    parsed = [row["path"] for row in manifest if row["kind"] == PARSED]
+    delete_unreported(spool, {*reported.values(), *(spool / path for path in parsed)})
+    ids = miner.mine(occurrences_of(manifest))
+    reported.update(
+        write_logs(manifests.sparkSession, spool, staging / TEMPLATE_IDS_FILE, parsed, ids)
+    )
+    delete_unreported(spool, set(reported.values()))
     counts = BatchCounts.of(batch_id, line_counts(manifest))
     files = []
     if not counts.quarantined:
@@ -242,4 +327,62 @@ def write_tables(
         files.append(f"quarantine/{EMPTY_FILE}")
     write_parquet(counts.metrics_minute(), staging / "metrics_minute", METRICS_FILE)
     files.append(f"metrics_minute/{METRICS_FILE}")
+    write_parquet(templates_table(miner), staging / "templates", TEMPLATES_FILE)
+    files.append(f"templates/{TEMPLATES_FILE}")
     return counts, files, reported
+
+
+def delete_unreported(spool: Path, keep: set[Path]) -> None:
+    """Deletes the data and parsed-rows files in ``spool`` that are not in ``keep``."""
+    for suffix in (DATA_SUFFIX, PARSED_SUFFIX):
+        for path in spool.rglob(f"*{suffix}"):
+            if path not in keep:
+                path.unlink()
+
+
+def occurrences_of(manifest: list[dict[str, Any]]) -> list[Occurrences]:
+    """The ``template`` rows of the tasks' manifests."""
+    return [
+        Occurrences(
+            row["source"],
+            row["template"],
+            row["lines"],
+            row["first_seen"],
+            row["last_seen"],
+            (row["partition"], row["offset"]),
+        )
+        for row in manifest
+        if row["kind"] == TEMPLATE
+    ]
+
+
+def write_logs(
+    spark: SparkSession,
+    spool: Path,
+    ids_file: Path,
+    parsed: list[str],
+    ids: dict[tuple[str, str], int],
+) -> dict[str, Path]:
+    """The logs files of the parsed-rows files ``parsed``, written by one task each, stamped
+    with ``ids``: each file's path in the tables, with where it is in ``spool``."""
+    if not parsed:
+        return {}
+    write_template_ids(ids_file, ids)
+    tasks = spark.sparkContext.parallelize(sorted(parsed), len(parsed))
+    written = tasks.mapPartitions(write_logs_task(str(spool), str(ids_file))).collect()
+    return {path: spool / path for paths in written for path in paths}
+
+
+def templates_table(miner: TemplateMiner) -> pa.Table:
+    """The miner's templates as the ``templates`` table."""
+    rows = miner.templates()
+    stamp = TEMPLATES_SCHEMA.field("first_seen").type
+    columns = {
+        "id": pa.array([t.id for t in rows], pa.int64()),
+        "source": pa.array([t.source for t in rows], pa.string()),
+        "template": pa.array([t.template for t in rows], pa.string()),
+        "first_seen": pa.array([t.first_seen for t in rows], pa.int64()).cast(stamp),
+        "last_seen": pa.array([t.last_seen for t in rows], pa.int64()).cast(stamp),
+        "count": pa.array([t.count for t in rows], pa.int64()),
+    }
+    return pa.table(columns, schema=TEMPLATES_SCHEMA)

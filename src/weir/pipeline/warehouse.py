@@ -10,6 +10,12 @@ otherwise the files of its manifest are removed from the tables and the batch is
 So every batch is in the tables exactly once after its commit, and whatever a crash leaves
 half-moved is replaced by the replay.
 
+A batch may also carry a state of the job's own (the log ETL's template miner after the batch):
+it is written as ``_batches/<query>/<batch>.state`` before the marker, which names it, so the
+state and the batch's files are committed together; after a restart the job resumes from the
+state of the last committed batch (``latest_state``). Older states are deleted once a newer
+batch is committed.
+
 ``<query>`` is the streaming query's id from its checkpoint: a new checkpoint starts a new
 series of batch numbers, whose markers are kept apart from the old ones.
 
@@ -32,6 +38,7 @@ from typing import Any
 BATCHES_DIR = "_batches"
 STAGING_DIR = "_staging"
 PENDING_SUFFIX = ".pending"
+STATE_SUFFIX = ".state"
 DATA_SUFFIX = ".parquet"
 
 
@@ -70,6 +77,7 @@ class BatchCommits:
         files: Iterable[str] | None = None,
         *,
         elsewhere: Mapping[str, Path] | None = None,
+        state: bytes | None = None,
     ) -> dict[str, Any]:
         """Moves the staged data files into their tables and writes the batch's marker.
         `files` (paths relative to the staging directory) names the files to move; anything
@@ -77,7 +85,7 @@ class BatchCommits:
         there and removed with it. Without `files`, every data file in staging is moved.
         `elsewhere` adds files that were written outside staging (on the same filesystem): each
         path relative to the tables, as if it were staged, maps to where the file is now; they
-        are moved from there."""
+        are moved from there. `state`, if given, is committed with the batch."""
         staging = self.staging_root / str(batch_id)
         if files is None:
             chosen = sorted(staging.rglob(f"*{DATA_SUFFIX}"))
@@ -97,10 +105,39 @@ class BatchCommits:
                 directories.add(target.parent)
             source.replace(target)
         marker = {"batch": batch_id, "files": files, **summary}
+        if state is not None:
+            _write_bytes_atomically(self._state(batch_id), state)
+            marker["state"] = self._state(batch_id).name
         _write_atomically(self._marker(batch_id), marker)
         self._pending(batch_id).unlink()
         shutil.rmtree(staging, ignore_errors=True)
+        if state is not None:
+            self._delete_states_before(batch_id)
         return marker
+
+    def latest_state(self, before: int) -> bytes | None:
+        """The state committed with the last committed batch before batch ``before``, or None
+        when there is none (or that batch committed no state)."""
+        committed = [int(p.name) for p in self._listing() if p.name.isdigit()]
+        earlier = [batch for batch in committed if batch < before]
+        if not earlier:
+            return None
+        marker = self.committed(max(earlier))
+        if marker is None or "state" not in marker:
+            return None
+        return (self.markers / str(marker["state"])).read_bytes()
+
+    def _delete_states_before(self, batch_id: int) -> None:
+        for path in self._listing():
+            name = path.name
+            if name.endswith(STATE_SUFFIX) and int(name.removesuffix(STATE_SUFFIX)) < batch_id:
+                path.unlink(missing_ok=True)
+
+    def _listing(self) -> list[Path]:
+        return list(self.markers.iterdir()) if self.markers.exists() else []
+
+    def _state(self, batch_id: int) -> Path:
+        return self.markers / f"{batch_id}{STATE_SUFFIX}"
 
     def _destination(self, batch_id: int, relative: Path) -> Path:
         # Files are named after their batch, so one batch never overwrites another's.
@@ -118,6 +155,16 @@ def _write_atomically(path: Path, document: Mapping[str, Any]) -> None:
     temporary = path.with_name(f".{path.name}.tmp")
     with temporary.open("w") as out:
         json.dump(document, out, sort_keys=True)
+        out.flush()
+        os.fsync(out.fileno())
+    temporary.replace(path)
+
+
+def _write_bytes_atomically(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.tmp")
+    with temporary.open("wb") as out:
+        out.write(data)
         out.flush()
         os.fsync(out.fileno())
     temporary.replace(path)

@@ -38,9 +38,11 @@ class ApiKey(enum.IntEnum):
     ADD_PARTITIONS_TO_TXN = 24
     ADD_OFFSETS_TO_TXN = 25
     END_TXN = 26
-    SASL_AUTHENTICATE = 36
+    WRITE_TXN_MARKERS = 27
+    TXN_OFFSET_COMMIT = 28
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
+    SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     ELECT_LEADERS = 43
@@ -50,6 +52,7 @@ class ApiKey(enum.IntEnum):
     ALTER_USER_SCRAM_CREDENTIALS = 51
     ALTER_PARTITION = 56
     DESCRIBE_CLUSTER = 60
+    DESCRIBE_PRODUCERS = 61
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
 
@@ -83,11 +86,13 @@ ADVERTISED: Final = MappingProxyType(
         ApiKey.ADD_OFFSETS_TO_TXN: (0, 4),
         # v5 is KIP-890's epoch bump at every EndTxn (transaction version 2), not served
         ApiKey.END_TXN: (0, 4),
+        ApiKey.TXN_OFFSET_COMMIT: (0, 3),
         ApiKey.DESCRIBE_CONFIGS: (1, 4),
         ApiKey.ALTER_CONFIGS: (0, 2),
         ApiKey.CREATE_PARTITIONS: (0, 3),
         ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
         ApiKey.DESCRIBE_CLUSTER: (0, 1),
+        ApiKey.DESCRIBE_PRODUCERS: (0, 0),
         ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
         ApiKey.LIST_TRANSACTIONS: (0, 2),
         ApiKey.SASL_HANDSHAKE: (0, 1),
@@ -123,8 +128,11 @@ INTER_BROKER_VERSIONS: Final = MappingProxyType(
 )
 
 
-#: Served in cluster mode only, to other brokers: a leader's ISR changes, sent to the controller.
-CLUSTER_ONLY_VERSIONS: Final = MappingProxyType({ApiKey.ALTER_PARTITION: (2, 3)})
+#: Served in cluster mode only, to other brokers: a leader's ISR changes, sent to the controller,
+#: and transaction markers, sent by transaction coordinators to partition leaders.
+CLUSTER_ONLY_VERSIONS: Final = MappingProxyType(
+    {ApiKey.ALTER_PARTITION: (2, 3), ApiKey.WRITE_TXN_MARKERS: (1, 1)}
+)
 
 
 def cluster_advertised() -> dict[int, tuple[int, int]]:

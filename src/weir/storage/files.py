@@ -21,6 +21,8 @@ DELETED_SUFFIX = ".deleted"
 DELETE_DIR_SUFFIX = "-delete"
 
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+#: present in a partition directory once a transactional batch was appended there
+TRANSACTIONS_MARKER = "has-transactions"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 HIGH_WATERMARK_CHECKPOINT = "replication-offset-checkpoint"

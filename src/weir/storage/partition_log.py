@@ -62,6 +62,7 @@ from weir.storage.files import (
     SEGMENT_SUFFIXES,
     SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
+    TRANSACTIONS_MARKER,
     parse_base_offset,
     segment_path,
 )
@@ -133,6 +134,8 @@ class PartitionLog:
         #: a replica of a replicated partition: the high watermark moves only by
         #: `update_high_watermark` (the leader's view of its followers), never by appends
         self.replicated = False
+        #: whether transactional batches were ever appended here (a marker file says so)
+        self.has_transactions = (directory / TRANSACTIONS_MARKER).exists()
         self._load(clean_shutdown)
         self.log_end_offset = self.active_segment.next_offset()
         self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
@@ -564,6 +567,17 @@ class PartitionLog:
         self.recovery_point = min(self.recovery_point, end)
         self.epoch_cache.truncate_from_end(end)
         fsync_directory(self.directory)
+
+    def note_transactions(self) -> None:
+        """Record, durably and before the first transactional batch is appended, that this
+        log holds transactions: their state is then rebuilt from the whole log at start-up,
+        not only from its last segments. Raises OSError if the marker cannot be written."""
+        if self.has_transactions:
+            return
+        with self._lock:
+            (self.directory / TRANSACTIONS_MARKER).touch()
+            fsync_directory(self.directory)
+            self.has_transactions = True
 
     def become_replicated(self) -> None:
         """From now on the high watermark moves only by `update_high_watermark`. The first

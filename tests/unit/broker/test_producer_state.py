@@ -1,4 +1,6 @@
-"""Idempotent producer checks: retries of the last five batches are answered, not appended."""
+"""Idempotent producer checks: retries of the last five batches are answered, not appended.
+Transactions: open ones bound the last stable offset; aborted ones are listed for
+read_committed fetches."""
 
 from __future__ import annotations
 
@@ -15,10 +17,18 @@ from weir.records import BatchHeader, BatchSpec, HeaderFields, Record, build_bat
 
 
 def fields(
-    producer_id: int, epoch: int, sequence: int, count: int = 2, base: int = 0
+    producer_id: int,
+    epoch: int,
+    sequence: int,
+    count: int = 2,
+    base: int = 0,
+    *,
+    transactional: bool = False,
+    control: bool = False,
 ) -> HeaderFields:
     records = [Record(offset=base + i, timestamp=0, key=None, value=b"v") for i in range(count)]
-    spec = BatchSpec(producer_id=producer_id, producer_epoch=epoch, base_sequence=sequence)
+    spec = BatchSpec(producer_id=producer_id, producer_epoch=epoch, base_sequence=sequence,
+                     transactional=transactional or control, control=control)  # fmt: skip
     return BatchHeader(build_batch(records, spec=spec)).fields()
 
 
@@ -78,7 +88,58 @@ def test_unknown_producers_and_plain_batches_are_not_checked() -> None:
 
 def test_state_is_rebuilt_from_batches_in_the_log() -> None:
     state = ProducerStateManager()
-    state.load([fields(7, 0, 0, base=10), fields(7, 0, 2, base=12)])
+    state.load([(fields(7, 0, 0, base=10), None), (fields(7, 0, 2, base=12), None)])
     duplicate = state.check(fields(7, 0, 2))
     assert duplicate is not None and duplicate.first_offset == 12
     assert state.check(fields(7, 0, 4)) is None
+
+
+# ---- transactions ------------------------------------------------------------------------------
+
+
+def test_open_transactions_bound_the_last_stable_offset() -> None:
+    state = ProducerStateManager()
+    assert state.first_unstable_offset() is None
+    appended(state, fields(7, 0, 0, transactional=True), 10)
+    appended(state, fields(8, 0, 0, transactional=True), 12)
+    appended(state, fields(7, 0, 2, transactional=True), 14)
+    assert state.first_unstable_offset() == 10
+    state.record(fields(7, 0, -1, count=1, control=True), 16, commit=True)
+    assert state.first_unstable_offset() == 12
+    state.record(fields(8, 0, -1, count=1, control=True), 17, commit=False)
+    assert state.first_unstable_offset() is None
+
+
+def test_aborted_transactions_are_listed_for_the_ranges_they_touch() -> None:
+    state = ProducerStateManager()
+    appended(state, fields(7, 0, 0, transactional=True), 10)
+    state.record(fields(7, 0, -1, count=1, control=True), 12, commit=False)
+    appended(state, fields(8, 0, 0, transactional=True), 13)
+    state.record(fields(8, 0, -1, count=1, control=True), 15, commit=True)
+    appended(state, fields(9, 0, 0, transactional=True), 16)
+    state.record(fields(9, 0, -1, count=1, control=True), 18, commit=False)
+    assert [(a.producer_id, a.first_offset) for a in state.aborted_between(0, 100)] == [
+        (7, 10), (9, 16)]  # fmt: skip
+    assert [a.producer_id for a in state.aborted_between(13, 16)] == []
+    assert [a.producer_id for a in state.aborted_between(12, 13)] == [7]
+    assert [a.producer_id for a in state.aborted_between(17, 30)] == [9]
+
+
+def test_a_fencing_marker_raises_the_epoch_and_refuses_the_old_producer() -> None:
+    state = ProducerStateManager()
+    appended(state, fields(7, 0, 0, transactional=True), 0)
+    state.record(fields(7, 1, -1, count=1, control=True), 2, commit=False)
+    with pytest.raises(ProducerStateError) as refused:
+        state.check(fields(7, 0, 2, transactional=True))
+    assert refused.value.error_code == INVALID_PRODUCER_EPOCH
+
+
+def test_markers_and_state_are_rebuilt_from_the_log() -> None:
+    state = ProducerStateManager()
+    state.load([
+        (fields(7, 0, 0, base=0, transactional=True), None),
+        (fields(7, 0, -1, count=1, base=2, control=True), False),
+        (fields(8, 0, 0, base=3, transactional=True), None),
+    ])  # fmt: skip
+    assert state.first_unstable_offset() == 3
+    assert [(a.producer_id, a.first_offset, a.last_offset) for a in state.aborted] == [(7, 0, 2)]

@@ -6,7 +6,7 @@ import gzip
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pyarrow as pa  # type: ignore[import-untyped]
@@ -14,14 +14,31 @@ import pyarrow.parquet as pq  # type: ignore[import-untyped]
 import pytest
 
 import weir
-from weir.pipeline import task_files
-from weir.pipeline.parsing.batch import BatchParser
-from weir.pipeline.task_files import (
-    LOGS_COLUMNS,
-    QUARANTINE_COLUMNS,
-    line_counts,
-    write_task,
-)
+from weir.logformats.batch import BatchParser
+from weir.logformats.mining import TemplateMiner
+from weir.pipeline import logs_writer, task_files
+from weir.pipeline.logs_job import occurrences_of
+from weir.pipeline.logs_writer import LOGS_COLUMNS, write_logs_task, write_template_ids
+from weir.pipeline.task_files import QUARANTINE_COLUMNS, line_counts
+
+
+def write_task(staging: str) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """Both steps of a batch, as the job runs them: the task's parse, the driver's mining of its
+    masked messages, and the writing of its parsed rows as logs files, whose paths are added to
+    the task's manifest."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        (manifest,) = list(task_files.write_task(staging)(batches))
+        rows = manifest.to_pylist()
+        ids = TemplateMiner().mine(occurrences_of(rows))
+        write_template_ids(Path(staging) / "ids.arrow", ids)
+        parsed = [row["path"] for row in rows if row["kind"] == "parsed"]
+        if parsed:
+            (written,) = list(write_logs_task(staging, f"{staging}/ids.arrow")(parsed))
+            rows += [{"kind": "file", "path": path} for path in written]
+        yield pa.RecordBatch.from_pylist(rows, schema=task_files.MANIFEST_ARROW)
+
+    return run
 
 DEMO_DATA = Path(weir.__file__).parent / "cli" / "demo_data"
 LINES = [
@@ -62,6 +79,10 @@ def test_a_task_writes_logs_by_directory_and_quarantine(tmp_path: Path) -> None:
     assert hour_20.column_names == list(LOGS_COLUMNS)
     assert hour_20.column("offset").to_pylist() == [0, 1]
     assert hour_20.column("level").to_pylist() == ["INFO", "WARN"]
+    # "one" and "two" differ in their only word: Drain keeps them apart.
+    ids = [pq.read_table(tmp_path / f).column("template_id").to_pylist() for f in files[:3]]
+    assert len({i for file_ids in ids for i in file_ids}) == 4
+    assert None not in ids[0]
     quarantine = pq.read_table(tmp_path / files[3])
     assert quarantine.column_names == list(QUARANTINE_COLUMNS)
     assert quarantine.column("reason").to_pylist() == ["format-mismatch", "unknown-source"]
@@ -87,7 +108,8 @@ def test_a_task_without_records_reports_nothing(tmp_path: Path) -> None:
 def test_a_full_buffer_is_appended_to_the_open_file_as_a_row_group(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(task_files, "ROWS_PER_FLUSH", 2)
+    monkeypatch.setattr(logs_writer, "ROWS_PER_FLUSH", 2)
+    monkeypatch.setattr(task_files, "PARSE_ROWS", 2)
     batches = [_batch(LINES[:2], 0), _batch(LINES[:2], 2)]
     (manifest,) = list(write_task(str(tmp_path))(iter(batches)))
     (file,) = [row["path"] for row in manifest.to_pylist() if row["kind"] == "file"]
@@ -96,13 +118,15 @@ def test_a_full_buffer_is_appended_to_the_open_file_as_a_row_group(
     assert parquet.metadata.num_row_groups == 2
     assert parquet.read().column("offset").to_pylist() == [0, 1, 2, 3]
     assert [p.name for p in tmp_path.rglob("*.parquet")] == [file.rsplit("/", 1)[1]]
+    assert parquet.read().column("template_id").to_pylist() == [1, 2, 1, 2]
 
 
 def test_past_the_open_file_limit_a_flush_closes_its_files_and_new_ones_follow(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(task_files, "ROWS_PER_FLUSH", 2)
-    monkeypatch.setattr(task_files, "MAX_OPEN_FILES", 0)
+    monkeypatch.setattr(logs_writer, "ROWS_PER_FLUSH", 2)
+    monkeypatch.setattr(task_files, "PARSE_ROWS", 2)
+    monkeypatch.setattr(logs_writer, "MAX_OPEN_FILES", 0)
     batches = [_batch(LINES[:2], 0), _batch(LINES[:2], 2)]
     (manifest,) = list(write_task(str(tmp_path))(iter(batches)))
     files = sorted(row["path"] for row in manifest.to_pylist() if row["kind"] == "file")
@@ -121,7 +145,20 @@ def test_a_failing_task_closes_its_files_and_reports_nothing(tmp_path: Path) -> 
         raise OSError("the fetch failed")
 
     with pytest.raises(OSError, match="the fetch failed"):
-        list(write_task(str(tmp_path))(failing()))
+        list(task_files.write_task(str(tmp_path))(failing()))
+
+
+def test_a_task_reports_each_masked_message_once_with_its_lines_times_and_first_offset(
+    tmp_path: Path,
+) -> None:
+    lines = [(b"hdfs", b"081109 203615 148 INFO dfs.DataNode$PacketResponder: sent 3 bytes"),
+             (b"hdfs", b"081109 203715 148 INFO dfs.DataNode$PacketResponder: sent 9 bytes"),
+             (b"hdfs", b"081109 203815 148 INFO dfs.DataNode$PacketResponder: done")]  # fmt: skip
+    (manifest,) = list(task_files.write_task(str(tmp_path))(iter([_batch(lines, 7)])))
+    found = {(o.template, o.lines, o.position) for o in occurrences_of(manifest.to_pylist())}
+    assert found == {("sent <*> bytes", 2, (1, 7)), ("done", 1, (1, 9))}
+    (sent,) = [o for o in occurrences_of(manifest.to_pylist()) if o.lines == 2]
+    assert sent.last_seen - sent.first_seen == 60_000_000
 
 
 def test_counts_are_lines_per_outcome_source_minute_and_level(tmp_path: Path) -> None:
@@ -157,7 +194,7 @@ def test_planning_the_stream_does_not_import_the_parser() -> None:
         "if m in sys.modules]\n"
         "assert not loaded, loaded\n"
         "source.streamReader(source.schema())\n"
-        "loaded = [m for m in ('weir.pipeline.task_files', 'weir.pipeline.parsing.batch', "
+        "loaded = [m for m in ('weir.pipeline.task_files', 'weir.logformats.batch', "
         "'pandas') if m in sys.modules]\n"
         "assert not loaded, loaded\n"
     )

@@ -114,3 +114,24 @@ def test_files_written_elsewhere_are_moved_in_and_undone_by_a_replay(tmp_path: P
     (tmp_path / "_batches" / "query" / "5").replace(tmp_path / "_batches" / "query" / "5.pending")
     commits.stage(5)
     assert table_files(tmp_path) == []
+
+
+def test_a_state_is_committed_with_its_batch_and_read_back_after_a_restart(tmp_path: Path) -> None:
+    commits = BatchCommits(tmp_path, "query")
+    assert commits.latest_state(0) is None
+    for batch_id in (0, 1):
+        stage_files(commits, batch_id, ["logs/part-0.parquet"])
+        commits.commit(batch_id, {"records": 1}, state=f"after {batch_id}".encode())
+    # Batch 2 staged and crashed before its commit: its replay resumes from batch 1's state.
+    stage_files(commits, 2, ["logs/part-0.parquet"])
+    restarted = BatchCommits(tmp_path, "query")
+    assert restarted.latest_state(2) == b"after 1"
+    # Batch 0's state is deleted once batch 1's is committed.
+    assert sorted(p.name for p in restarted.markers.glob("*.state")) == ["1.state"]
+
+
+def test_a_batch_committed_without_a_state_gives_none(tmp_path: Path) -> None:
+    commits = BatchCommits(tmp_path, "query")
+    stage_files(commits, 0, ["logs/part-0.parquet"])
+    commits.commit(0, {"records": 1})
+    assert commits.latest_state(5) is None

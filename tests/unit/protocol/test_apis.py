@@ -30,6 +30,7 @@ def test_a_cluster_broker_handles_the_controllers_requests() -> None:
         InterBrokerApiKey.UPDATE_METADATA,
         InterBrokerApiKey.CONTROLLED_SHUTDOWN,
         ApiKey.ALTER_PARTITION,
+        ApiKey.WRITE_TXN_MARKERS,
     }
 
 

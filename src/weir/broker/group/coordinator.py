@@ -87,6 +87,8 @@ class GroupCoordinator:
         self._clock = clock
         self.store = store
         self.groups: dict[str, Group] = {}
+        #: producer id -> group -> offsets committed in its open transaction (TxnOffsetCommit)
+        self.pending_txn: dict[int, dict[str, dict[TopicPartition, CommittedOffset]]] = {}
         self._load()
 
     def _load(self, indexes: list[int] | None = None) -> None:
@@ -98,6 +100,10 @@ class GroupCoordinator:
             if stored is not None:
                 _restore(group, stored, now)
             self.groups[group_id] = group
+        for producer_id, by_group in state.pending.items():
+            for group_id, offsets in by_group.items():
+                pending = self.pending_txn.setdefault(producer_id, {})
+                pending.setdefault(group_id, {}).update(offsets)
 
     def load_partition(self, index: int) -> None:
         """This broker became the coordinator of the groups in `__consumer_offsets` partition
@@ -108,6 +114,9 @@ class GroupCoordinator:
     def unload_partition(self, index: int) -> None:
         """Another broker coordinates the groups of partition `index` now: forget them here;
         their waiting members hear NOT_COORDINATOR and find the new coordinator."""
+        for by_group in self.pending_txn.values():
+            for group_id in [g for g in by_group if self.store.partition_for(g) == index]:
+                del by_group[group_id]
         for group_id in [g for g in self.groups if self.store.partition_for(g) == index]:
             group = self.groups.pop(group_id)
             for member in list(group.members.values()):
@@ -461,6 +470,65 @@ class GroupCoordinator:
             group.offsets.update(accepted)
         results.update(dict.fromkeys(accepted, written))
         return results
+
+    def commit_transactional_offsets(
+        self,
+        group_id: str,
+        producer: tuple[int, int],
+        generation: int,
+        member_id: str,
+        instance_id: str | None,
+        offsets: dict[TopicPartition, CommittedOffset],
+        known_partition: Any,
+    ) -> dict[TopicPartition, ErrorCode]:
+        """TxnOffsetCommit: offsets of the transaction of `producer` (id, epoch), appended now
+        and applied when its COMMIT marker reaches the group's partition. A member id and
+        generation (v3+, KIP-447) are checked as for OffsetCommit; without them only the
+        producer's epoch is (by the append)."""
+        if generation >= 0 or member_id:
+            error = self._check_commit(group_id, generation, member_id, instance_id)
+        elif not group_id:
+            error = ErrorCode.invalid_group_id
+        elif not self.store.is_coordinator(group_id):
+            error = ErrorCode.not_coordinator
+        else:
+            error = ErrorCode.none
+        if error is not ErrorCode.none:
+            return dict.fromkeys(offsets, error)
+        results: dict[TopicPartition, ErrorCode] = {}
+        accepted: dict[TopicPartition, CommittedOffset] = {}
+        for tp, committed in offsets.items():
+            if not known_partition(*tp):
+                results[tp] = ErrorCode.unknown_topic_or_partition
+            elif len(committed.metadata.encode()) > self.config.offset_metadata_max_bytes:
+                results[tp] = ErrorCode.offset_metadata_too_large
+            else:
+                accepted[tp] = committed
+        entries = [(offset_key(group_id, t, p), offset_value(c)) for (t, p), c in accepted.items()]
+        written = self.store.write(group_id, entries, producer=producer)
+        if written is ErrorCode.none:
+            pending = self.pending_txn.setdefault(producer[0], {}).setdefault(group_id, {})
+            pending.update(accepted)
+        results.update(dict.fromkeys(accepted, written))
+        return results
+
+    def complete_transaction(self, producer_id: int, commit: bool) -> None:
+        """A marker of `producer_id` reached `__consumer_offsets`: its pending offsets take
+        effect (COMMIT) or are dropped (ABORT)."""
+        by_group = self.pending_txn.pop(producer_id, {})
+        if not commit:
+            return
+        now = self._clock.milliseconds()
+        for group_id, offsets in by_group.items():
+            group = self.groups.get(group_id)
+            if group is None:
+                group = self.groups[group_id] = Group(group_id, state_timestamp=now)
+            group.offsets.update(offsets)
+
+    def has_pending(self, group_id: str, tp: TopicPartition) -> bool:
+        """Whether an open transaction has committed offsets for `tp` in the group (OffsetFetch
+        with require_stable answers UNSTABLE_OFFSET_COMMIT then, KIP-447)."""
+        return any(tp in by_group.get(group_id, ()) for by_group in self.pending_txn.values())
 
     def _check_commit(
         self, group_id: str, generation: int, member_id: str, instance_id: str | None

@@ -3,6 +3,8 @@
 A group lives in partition `abs(java hashCode(group id)) % partitions`, as in Kafka. Commits and
 group metadata are appended there as ordinary record batches through the replica manager, and
 read back from the log when the broker starts. Compaction keeps only the latest value per key.
+Offsets committed inside a transaction (TxnOffsetCommit) are appended as a transactional batch
+of the producer; they take effect when its COMMIT marker follows, and never after an ABORT.
 """
 
 from __future__ import annotations
@@ -23,10 +25,12 @@ from weir.broker.group.records import (
     parse_key,
     parse_offset_value,
 )
+from weir.broker.producer_state import NO_SEQUENCE
 from weir.broker.replica_manager import ReplicaManager
 from weir.broker.topics import TopicError, TopicManager
 from weir.clock import Clock
 from weir.records import BatchSpec, Compression, Record, build_batch, iter_records
+from weir.records.control import marker_commits
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +55,10 @@ def java_string_hash(text: str) -> int:
 class LoadedState:
     groups: dict[str, StoredGroup] = field(default_factory=dict)
     offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = field(default_factory=dict)
+    #: producer id -> group -> offsets of a transaction not ended in the log
+    pending: dict[int, dict[str, dict[tuple[str, int], CommittedOffset]]] = field(
+        default_factory=dict
+    )
 
 
 class GroupStore:
@@ -95,15 +103,27 @@ class GroupStore:
         h = java_string_hash(group_id)
         return (0 if h == -(2**31) else abs(h)) % self.partitions
 
-    def write(self, group_id: str, entries: Sequence[tuple[bytes, bytes | None]]) -> ErrorCode:
-        """Append (key, value) records for `group_id` as one batch; the append's error code."""
+    def write(
+        self,
+        group_id: str,
+        entries: Sequence[tuple[bytes, bytes | None]],
+        *,
+        producer: tuple[int, int] | None = None,
+    ) -> ErrorCode:
+        """Append (key, value) records for `group_id` as one batch; the append's error code.
+        With `producer` (id, epoch) the batch belongs to that producer's transaction."""
         if not entries:
             return ErrorCode.none
         self._ensure_topic()
         now = self._clock.milliseconds()
         records = [Record(offset=i, timestamp=now, key=k, value=v)
                    for i, (k, v) in enumerate(entries)]  # fmt: skip
-        batch = build_batch(records, spec=BatchSpec(compression=Compression.NONE))
+        spec = BatchSpec(compression=Compression.NONE)
+        if producer is not None:
+            spec = BatchSpec(compression=Compression.NONE, producer_id=producer[0],
+                             producer_epoch=producer[1], base_sequence=NO_SEQUENCE,
+                             transactional=True)  # fmt: skip
+        batch = build_batch(records, spec=spec)
         result = self._replicas.append(
             OFFSETS_TOPIC, self.partition_for(group_id), batch, reserve_exempt=True
         )
@@ -131,13 +151,37 @@ class GroupStore:
             partition = self._replicas.get(OFFSETS_TOPIC, index)
             if partition is None:
                 continue
+            in_transaction: dict[int, list[tuple[bytes, bytes | None]]] = {}
             for header in partition.log.batches(partition.log.log_start_offset):
-                if header.is_control:  # a transaction's marker, not group state
+                if header.is_control:
+                    entries = in_transaction.pop(header.producer_id, [])
+                    if marker_commits(header):
+                        for key, value in entries:
+                            self._apply(state, key, value)
                     continue
-                for record in iter_records(header):
-                    if record.key is not None:
-                        self._apply(state, record.key, record.value)
+                records = [(r.key, r.value) for r in iter_records(header) if r.key is not None]
+                if header.is_transactional:
+                    in_transaction.setdefault(header.producer_id, []).extend(records)
+                    continue
+                for key, value in records:
+                    self._apply(state, key, value)
+            for producer_id, entries in in_transaction.items():
+                self._pend(state, producer_id, entries)
         return state
+
+    @staticmethod
+    def _pend(
+        state: LoadedState, producer_id: int, entries: list[tuple[bytes, bytes | None]]
+    ) -> None:
+        pending = state.pending.setdefault(producer_id, {})
+        for key, value in entries:
+            try:
+                parsed = parse_key(key)
+                if isinstance(parsed, OffsetKey) and value is not None:
+                    offsets = pending.setdefault(parsed.group, {})
+                    offsets[(parsed.topic, parsed.partition)] = parse_offset_value(value)
+            except (ValueError, IndexError, UnicodeDecodeError, struct.error) as exc:
+                log.warning("skipping an unreadable %s record: %s", OFFSETS_TOPIC, exc)
 
     @staticmethod
     def _apply(state: LoadedState, key: bytes, value: bytes | None) -> None:

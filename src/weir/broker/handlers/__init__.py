@@ -24,6 +24,7 @@ from weir.broker.handlers import (
     describe_cluster,
     describe_configs,
     describe_groups,
+    describe_producers,
     describe_transactions,
     describe_user_scram_credentials,
     elect_leaders,
@@ -49,7 +50,9 @@ from weir.broker.handlers import (
     sasl_handshake,
     stop_replica,
     sync_group,
+    txn_offset_commit,
     update_metadata,
+    write_txn_markers,
 )
 from weir.protocol.apis import ApiKey, InterBrokerApiKey
 from weir.protocol.codec import Request
@@ -87,6 +90,9 @@ HANDLERS: MappingProxyType[int, Handler] = MappingProxyType({
     ApiKey.ADD_PARTITIONS_TO_TXN: add_partitions_to_txn.handle,
     ApiKey.ADD_OFFSETS_TO_TXN: add_offsets_to_txn.handle,
     ApiKey.END_TXN: end_txn.handle,
+    ApiKey.TXN_OFFSET_COMMIT: txn_offset_commit.handle,
+    ApiKey.WRITE_TXN_MARKERS: write_txn_markers.handle,
+    ApiKey.DESCRIBE_PRODUCERS: describe_producers.handle,
     ApiKey.DESCRIBE_TRANSACTIONS: describe_transactions.handle,
     ApiKey.LIST_TRANSACTIONS: list_transactions.handle,
     ApiKey.ALTER_PARTITION: alter_partition.handle,

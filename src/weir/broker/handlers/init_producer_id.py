@@ -1,9 +1,6 @@
 """InitProducerId (22): producer ids. An idempotent producer gets a fresh id, or its epoch bumped
 when it names its id and epoch (v3+, KIP-360). A transactional producer's id comes from the
-transaction coordinator, which fences older producers of the same transactional id. Cluster mode
-has no transactions yet (markers cannot reach partitions led by other brokers): a transactional
-producer there is refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which clients treat as
-fatal, and the broker logs why."""
+transaction coordinator, which fences older producers of the same transactional id."""
 
 from __future__ import annotations
 
@@ -45,10 +42,6 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
 async def _transactional(
     broker: BrokerContext, request: Request, m: Any, producer_id: int, epoch: int
 ) -> Any:
-    if broker.cluster is not None:
-        log.warning("refused transactional id %r: transactions are not supported in cluster "
-                    "mode yet", request.body.transactional_id)  # fmt: skip
-        return _response(m, ErrorCode.transactional_id_authorization_failed)
     if broker.transactions is None:
         return _response(m, ErrorCode.coordinator_not_available)
     body = request.body

@@ -1,4 +1,6 @@
-"""OffsetFetch (9): committed offsets of one group (v1-7) or several (v8)."""
+"""OffsetFetch (9): committed offsets of one group (v1-7) or several (v8). With
+require_stable (v7+, KIP-447) a partition whose offset an open transaction has committed
+answers UNSTABLE_OFFSET_COMMIT, which clients retry until the transaction ends."""
 
 from __future__ import annotations
 
@@ -16,11 +18,12 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
     m = response_module(ApiKey.OFFSET_FETCH, request.api_version)
     body = request.body
     coordinates = broker.groups.store.is_coordinator
+    stable = bool(getattr(body, "require_stable", False))
     if hasattr(body, "groups"):
         groups = tuple(
             make(m.OffsetFetchResponseGroup, group_id=g.group_id, error_code=ErrorCode.none,
                  topics=_topics(m, broker, g.group_id, g.topics, "OffsetFetchResponseTopics",
-                                "OffsetFetchResponsePartitions"))
+                                "OffsetFetchResponsePartitions", stable))
             if coordinates(g.group_id)
             else make(m.OffsetFetchResponseGroup, group_id=g.group_id,
                       error_code=ErrorCode.not_coordinator, topics=())
@@ -31,7 +34,7 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
         return make(m.OffsetFetchResponse, throttle_time=datetime.timedelta(0), topics=(),
                     error_code=ErrorCode.not_coordinator)  # fmt: skip
     topics = _topics(m, broker, body.group_id, body.topics, "OffsetFetchResponseTopic",
-                     "OffsetFetchResponsePartition")  # fmt: skip
+                     "OffsetFetchResponsePartition", stable)  # fmt: skip
     return make(
         m.OffsetFetchResponse,
         throttle_time=datetime.timedelta(0),
@@ -47,6 +50,7 @@ def _topics(
     requested: Any,
     topic_type: str,
     partition_type: str,
+    require_stable: bool = False,
 ) -> tuple[Any, ...]:
     wanted = None
     if requested is not None:
@@ -54,11 +58,14 @@ def _topics(
     committed = broker.groups.fetch_offsets(group_id, wanted)
     topics: dict[str, list[Any]] = {}
     for (name, index), offset in sorted(committed.items()):
+        error = ErrorCode.none
+        if require_stable and broker.groups.has_pending(group_id, (name, index)):
+            error, offset = ErrorCode.unstable_offset_commit, None
         topics.setdefault(name, []).append(make(
             getattr(m, partition_type), partition_index=index,
             committed_offset=offset.offset if offset else -1,
             committed_leader_epoch=offset.leader_epoch if offset else -1,
-            metadata=offset.metadata if offset else "", error_code=ErrorCode.none,
+            metadata=offset.metadata if offset else "", error_code=error,
         ))  # fmt: skip
     return tuple(make(getattr(m, topic_type), name=name, partitions=tuple(parts))
                  for name, parts in topics.items())  # fmt: skip

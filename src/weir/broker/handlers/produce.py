@@ -115,12 +115,10 @@ def _verify_transactional(
     broker: BrokerContext, topic: str, data: Any, transactional_id: str | None
 ) -> tuple[ErrorCode, str]:
     """A transactional batch needs the request's transactional id and, where this broker
-    coordinates that id, an open transaction of its producer that includes the partition."""
+    coordinates that id, an open transaction of its producer that includes the partition (a
+    coordinator on another broker is not asked: KIP-890's AddPartitionsToTxn verification)."""
     if transactional_id is None:
         return ErrorCode.invalid_txn_state, "a transactional batch without a transactional id"
-    if broker.cluster is not None:
-        why = "transactions are not supported in cluster mode yet"
-        return ErrorCode.transactional_id_not_found, why
     coordinator = broker.transactions
     if coordinator is None or not coordinator.store.is_coordinator(transactional_id):
         return ErrorCode.none, ""
@@ -137,8 +135,9 @@ def _verify_transactional(
 
 
 def body_is_transactional(records: bytes | None) -> bool:
-    """Bit 4 of the batch attributes (byte 22) marks a transactional batch."""
-    return records is not None and len(records) > 22 and bool(records[22] & 0x10)
+    """Bit 4 of the batch attributes (byte 22) marks a transactional batch; control batches
+    (bit 5) are not counted, validation refuses them from clients."""
+    return records is not None and len(records) > 22 and records[22] & 0x30 == 0x10
 
 
 def _error(m: Any, index: int, error: ErrorCode, message: str) -> Any:

@@ -169,6 +169,9 @@ class TransactionCoordinator:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        close_markers = getattr(self.markers, "close", None)
+        if close_markers is not None:
+            close_markers()
 
     # ---- InitProducerId -----------------------------------------------------------------------
 

@@ -1,4 +1,5 @@
-"""BatchParser (Arrow compute over whole batches) against LineParser line by line.
+"""BatchParser (Arrow compute over whole batches) against LineParser line by line, with the
+batch plans derived from the declared patterns.
 
 ``parse_rows`` (LineParser per line) is the reference: on every loghub sample, keyed and
 unkeyed, and on malformed and unusual lines, the batch parser must produce the same table.
@@ -7,7 +8,7 @@ unkeyed, and on malformed and unusual lines, the batch parser must produce the s
 from __future__ import annotations
 
 import gzip
-from datetime import date
+from datetime import UTC, date, datetime
 from pathlib import Path
 
 import pyarrow as pa  # type: ignore[import-untyped]
@@ -16,10 +17,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import weir
-import weir.pipeline.parsing.batch as batch_module
+import weir.logformats.batch as batch_module
+from weir.logformats import FormatRegistry, LineParser
+from weir.logformats.batch import PARSED_SCHEMA, BatchParser, parse_rows
 from weir.pipeline.logs_job import parse_batches
-from weir.pipeline.parsing import DETECTION_ORDER, LineParser
-from weir.pipeline.parsing.batch import PARSED_SCHEMA, BatchParser, parse_rows
 from weir.pipeline.task_files import PARSED_ARROW
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -40,11 +41,17 @@ SAMPLES = {
 Record = tuple[bytes | None, bytes | None]
 
 
-def _assert_same(records: list[Record], *, year: int = YEAR) -> pa.Table:
+DETECTION_ORDER = FormatRegistry.builtin().names
+
+
+def _assert_same(
+    records: list[Record], *, year: int = YEAR, references: pa.Array | None = None
+) -> pa.Table:
     keys = pa.array([key for key, _ in records], pa.binary())
     values = pa.array([value for _, value in records], pa.binary())
-    batch = BatchParser(year=year).parse(keys, values)
-    expected = parse_rows(LineParser(year=year), keys.to_pylist(), values.to_pylist())
+    batch = BatchParser(year=year).parse(keys, values, references)
+    refs = references.to_pylist() if references is not None else None
+    expected = parse_rows(LineParser(year=year), keys.to_pylist(), values.to_pylist(), refs)
     assert batch.schema == PARSED_SCHEMA
     if not batch.equals(expected):
         for name in PARSED_SCHEMA.names:
@@ -175,6 +182,24 @@ def test_malformed_and_unusual_lines() -> None:
     _assert_same(TRICKY)
     _assert_same(TRICKY, year=2023)
     _assert_same(TRICKY * 3)
+
+
+def test_record_timestamps_give_yearless_lines_their_year() -> None:
+    """The year of a syslog line is its record's: the year before when the line would
+    otherwise be more than a day after its record (a December line shipped in January)."""
+    records: list[Record] = [
+        (b"syslog", b"Dec 31 23:59:59 h k: late"),
+        (b"syslog", b"Jan  1 00:00:01 h k: early"),
+        (b"android", b"02-29 10:00:00.000  1  2 I Tag: leap"),
+        *TRICKY,
+    ]
+    for stamp in ("2025-01-01T00:00:30", "2024-12-31T23:00:00", "2023-06-01T00:00:00"):
+        moment = datetime.fromisoformat(stamp).replace(tzinfo=UTC)
+        refs = pa.array([moment] * len(records), pa.timestamp("us", tz="UTC"))
+        table = _assert_same(records, references=refs)
+        years = [t.year if t else None for t in table.column("timestamp").to_pylist()[:2]]
+        assert years == {"2025-01-01T00:00:30": [2024, 2025], "2024-12-31T23:00:00": [2024, 2025],
+                         "2023-06-01T00:00:00": [2022, 2023]}[stamp]  # fmt: skip
 
 
 def test_empty_batch() -> None:

@@ -7,12 +7,17 @@ hex-looking ids, filesystem paths, numeric suffixes of identifiers (``blk_<*>``,
 ``appattempt_<*>``), and free-standing numbers (including signed, decimal and dotted numbers).
 Digits inside words (``workers2``, ``u0``) are left alone. It does not try to equal loghub's
 EventTemplate, which is mined from a whole corpus rather than from one line.
+
+A format's ``Masker`` applies the format's own masking rules (``[mining] masking``) before
+these; ``weir.logformats.mining`` clusters the masked messages into templates.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+
+from weir.logformats.declaration import Mining
 
 MASK = "<*>"
 
@@ -48,3 +53,24 @@ def templates_of(messages: Iterable[str]) -> list[str]:
     """``template_of`` of each message, in order."""
     substitute = _VARIABLE.sub
     return [substitute(MASK, message) for message in messages]
+
+
+class Masker:
+    """A format's masking: its own rules in order, then (by default) ``template_of``'s."""
+
+    def __init__(self, mining: Mining) -> None:
+        self.rules = tuple(
+            (re.compile(rule.regex), MASK if rule.mask == "*" else f"<{rule.mask}>")
+            for rule in mining.masking or ()
+        )
+        self.default_masking = mining.default_masking
+
+    def mask(self, message: str) -> str:
+        for regex, token in self.rules:
+            message = regex.sub(token, message)
+        return template_of(message) if self.default_masking else message
+
+    def mask_all(self, messages: Iterable[str]) -> list[str]:
+        if not self.rules and self.default_masking:
+            return [template_of(message) for message in messages]
+        return [self.mask(message) for message in messages]

@@ -1,11 +1,10 @@
-"""JSON lines: one JSON object per line, fields found under their common names.
+"""JSON lines: one JSON object per line, each column's value found under the keys its format
+declares (``[json]`` in the format file; the first key present wins).
 
-timestamp: ``timestamp``, ``ts``, ``@timestamp`` or ``time`` — an ISO-8601 string, or a Unix
-epoch number in seconds (milliseconds when its magnitude exceeds 1e11). Offsets are converted to
-UTC and dropped, so every timestamp is naive. level: ``level`` or ``severity``; component:
-``component``, ``logger`` or ``source``; pid: ``pid``; message: ``message`` or ``msg``. A line
-without a timestamp or a message is quarantined; other fields are optional and extra keys are
-ignored.
+The timestamp is an ISO-8601 string, or a Unix epoch number in seconds (milliseconds when its
+magnitude exceeds 1e11). Offsets are converted to UTC and dropped, so every timestamp is naive.
+A line without a timestamp or a message is quarantined; other columns are optional, and the
+object's other scalar keys go to ``ParsedLine.fields`` (as JSON text unless they are strings).
 """
 
 from __future__ import annotations
@@ -14,15 +13,11 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from weir.pipeline.parsing.levels import normalise_level
-from weir.pipeline.parsing.model import ParsedLine, Quarantined, QuarantineReason
-from weir.pipeline.parsing.template import template_of
+from weir.logformats.declaration import LogFormat
+from weir.logformats.levels import normalise_level
+from weir.logformats.model import ParsedLine, Quarantined, QuarantineReason
+from weir.logformats.template import Masker
 
-NAME = "json"
-TIMESTAMP_KEYS = ("timestamp", "ts", "@timestamp", "time")
-LEVEL_KEYS = ("level", "severity")
-COMPONENT_KEYS = ("component", "logger", "source")
-MESSAGE_KEYS = ("message", "msg")
 _MILLISECONDS_ABOVE = 1e11
 
 
@@ -47,6 +42,12 @@ def _timestamp(value: Any) -> datetime:
     raise ValueError(f"expected a string or a number, got {type(value).__name__}")
 
 
+def _scalar(value: Any) -> str | None:
+    if value is None or isinstance(value, dict | list):
+        return None
+    return value if isinstance(value, str) else json.dumps(value)
+
+
 def _pid(value: Any) -> int | None:
     if isinstance(value, int) and not isinstance(value, bool):
         return value
@@ -55,15 +56,26 @@ def _pid(value: Any) -> int | None:
     return None
 
 
-class JsonLinesFormat:
-    """The JSON lines format. Stateless and thread-safe."""
+class JsonLines:
+    """Reads lines of one JSON-lines format. Stateless and thread-safe."""
 
-    name = NAME
+    def __init__(self, declared: LogFormat) -> None:
+        self.format = declared
+        self.name = declared.name
+        self._masker = Masker(declared.mining)
+        keys = declared.json_keys
+        self._keys = {
+            column: keys.get(column, ())
+            for column in ("timestamp", "level", "component", "host", "pid", "thread", "message")
+        }
+        self._taken = frozenset(key for names in keys.values() for key in names)
 
     def matches(self, line: str) -> bool:
         return line.startswith("{")
 
-    def parse(self, line: str, year: int) -> ParsedLine | Quarantined | None:
+    def parse(
+        self, line: str, year: int, reference: datetime | None = None
+    ) -> ParsedLine | Quarantined | None:
         """The parsed line, a quarantine, or None if the line is not a JSON object at all."""
         if not self.matches(line):
             return None
@@ -76,7 +88,11 @@ class JsonLinesFormat:
         return self._parsed(line, record)
 
     def _parsed(self, line: str, record: dict[str, Any]) -> ParsedLine | Quarantined:
-        raw_timestamp, message = _first(record, TIMESTAMP_KEYS), _text(_first(record, MESSAGE_KEYS))
+        keys = self._keys
+        raw_timestamp, message = (
+            _first(record, keys["timestamp"]),
+            _text(_first(record, keys["message"])),
+        )
         if raw_timestamp is None or message is None:
             missing = "timestamp" if raw_timestamp is None else "message"
             return self._quarantine(line, QuarantineReason.MISSING_FIELD, f"no {missing} field")
@@ -84,17 +100,25 @@ class JsonLinesFormat:
             timestamp = _timestamp(raw_timestamp)
         except (ValueError, OverflowError, OSError) as error:
             return self._quarantine(line, QuarantineReason.BAD_TIMESTAMP, f"timestamp: {error}")
-        raw_level = _text(_first(record, LEVEL_KEYS))
+        raw_level = _text(_first(record, keys["level"]))
+        pid = _first(record, keys["pid"])
         return ParsedLine(
-            source=NAME,
+            source=self.name,
             timestamp=timestamp,
             level=normalise_level(raw_level) if raw_level else None,
             raw_level=raw_level,
-            component=_text(_first(record, COMPONENT_KEYS)),
-            pid=_pid(record.get("pid")),
+            component=_text(_first(record, keys["component"])),
+            pid=_pid(pid),
             message=message,
-            template=template_of(message),
+            template=self._masker.mask(message),
+            host=_text(_first(record, keys["host"])),
+            thread=_text(_first(record, keys["thread"])),
+            fields={
+                key: text
+                for key, value in record.items()
+                if key not in self._taken and (text := _scalar(value)) is not None
+            },
         )
 
     def _quarantine(self, line: str, reason: QuarantineReason, detail: str) -> Quarantined:
-        return Quarantined(source=NAME, line=line, reason=reason, detail=detail)
+        return Quarantined(source=self.name, line=line, reason=reason, detail=detail)

@@ -6,7 +6,7 @@ written straight to the warehouse (ParsedLine) or the quarantine table (Quaranti
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
@@ -18,7 +18,8 @@ class ParsedLine:
     ``timestamp`` is always naive: the log's own wall-clock time when the line carries no offset
     (every loghub format), or UTC when it does (JSON lines with ``Z``/``+hh:mm`` or epoch numbers).
     ``level`` is the normalised name (see ``levels.CANONICAL_LEVELS``) and ``raw_level`` the text
-    as written; both are None for formats without a level (syslog, OpenSSH).
+    as written; both are None for formats without a level (syslog, OpenSSH). ``fields`` holds
+    the format's other named fields that matched (name -> text as written).
     """
 
     source: str
@@ -31,6 +32,7 @@ class ParsedLine:
     template: str
     host: str | None = None
     thread: str | None = None
+    fields: dict[str, str] = field(default_factory=dict)
 
 
 class QuarantineReason(StrEnum):
@@ -43,14 +45,16 @@ class QuarantineReason(StrEnum):
     BAD_TIMESTAMP = "bad-timestamp"
     BAD_JSON = "bad-json"
     MISSING_FIELD = "missing-field"
+    AMBIGUOUS_FORMAT = "ambiguous-format"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Quarantined:
     """A line that did not parse, kept verbatim with the reason; never silently dropped.
 
-    ``source`` is the source the caller named, or the detected format when auto-detection matched
-    a format but its fields were invalid, or None when nothing matched.
+    ``source`` is the format the record's key named, or the detected format when detection
+    matched a format but its fields were invalid, or None when nothing (or more than one format
+    equally) matched.
     """
 
     source: str | None

@@ -1,0 +1,39 @@
+"""WriteTxnMarkers (27): a transaction coordinator on another broker asks this one, the leader
+of some of the transaction's partitions, to end it there: a COMMIT or ABORT control batch is
+appended to each and replicated to its in-sync replicas before the answer (as Kafka's leaders
+do). On `__consumer_offsets` the marker also applies or drops the offsets the producer committed
+in the transaction. Served in cluster mode only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from weir.broker.context import BrokerContext, make
+from weir.broker.txn.markers import append_markers_here, control_batch
+from weir.protocol.apis import ApiKey
+from weir.protocol.codec import Request, response_module
+
+
+async def handle(broker: BrokerContext, request: Request) -> Any:
+    m = response_module(ApiKey.WRITE_TXN_MARKERS, request.api_version)
+    now = broker.clock.milliseconds()
+    results = []
+    for marker in request.body.markers:
+        partitions = [(t.name, int(i)) for t in marker.topics for i in t.partition_indexes]
+        batch = control_batch(marker.producer_id, marker.producer_epoch,
+                              marker.coordinator_epoch, marker.transaction_result, now)  # fmt: skip
+        outcome = await append_markers_here(
+            broker.replicas, batch, marker.producer_id, marker.transaction_result, partitions,
+            broker.groups.complete_transaction,
+        )  # fmt: skip
+        by_topic: dict[str, list[Any]] = {}
+        for (topic, index), error in outcome.items():
+            by_topic.setdefault(topic, []).append(
+                make(m.WritableTxnMarkerPartitionResult, partition_index=index, error_code=error)
+            )
+        results.append(make(
+            m.WritableTxnMarkerResult, producer_id=marker.producer_id,
+            topics=tuple(make(m.WritableTxnMarkerTopicResult, name=name, partitions=tuple(parts))
+                         for name, parts in by_topic.items()),
+        ))  # fmt: skip
+    return make(m.WriteTxnMarkersResponse, markers=tuple(results))

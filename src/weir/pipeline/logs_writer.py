@@ -1,0 +1,248 @@
+"""The second step of a log ETL micro-batch: parsed rows stamped with their template ids and
+written as the ``logs`` table's Parquet files.
+
+The first step's tasks (``weir.pipeline.task_files``) leave their parsed rows in the spool as
+Arrow IPC files (``PARSED_LOGS``), and report the distinct masked messages they saw; the driver
+mines those into template ids (``weir.logformats.mining``) and writes the ids as a small Arrow
+file (``write_template_ids``). Then one task per parsed file (``write_logs_task``) reads it,
+adds each row's ``template_id`` and writes the rows in the warehouse's layout,
+``logs/source=S/date=YYYY-MM-DD/hour=H/`` (columns ``LOGS_COLUMNS``; source, date and hour live
+in the path), reporting the files it wrote. Files are named after the task's partition and
+attempt, so a failed attempt's files never collide with the retry's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from datetime import date, timedelta
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa  # type: ignore[import-untyped]
+import pyarrow.compute as pc  # type: ignore[import-untyped]
+import pyarrow.parquet as pq  # type: ignore[import-untyped]
+from pyspark import TaskContext
+
+# Columns added later go at the end: older files simply lack them (readers see nulls).
+LOGS_COLUMNS = ("timestamp", "level", "component", "pid", "message", "template",
+                "topic", "partition", "offset", "raw_level", "host", "thread",
+                "fields", "template_id")  # fmt: skip
+PARSED_SUFFIX = ".arrow"
+TEMPLATE_IDS = pa.schema(
+    [("source", pa.string()), ("template", pa.string()), ("template_id", pa.int64())]
+)
+ROWS_PER_FLUSH = 500_000  # parsed rows a task buffers before it writes them out
+# Columns that repeat values enough to gain from dictionary encoding; messages and raw lines
+# mostly differ, so encoding them only costs time.
+DICTIONARY_COLUMNS = ["level", "component", "pid", "template", "topic", "partition", "source",
+                      "reason", "detail", "raw_level", "host", "thread",
+                      "template_id"]  # fmt: skip
+# Columns whose min and max let a reader skip row groups; those of messages and raw lines would
+# only cost time.
+STATISTICS_COLUMNS = ["timestamp", "level", "component", "pid", "topic", "partition", "offset",
+                      "source", "reason", "template_id"]  # fmt: skip
+_WRITE_BUFFER_BYTES = 64 << 10  # per open file (MAX_OPEN_FILES of them at most)
+MIN_RUN_ROWS = 32  # mean rows per run of one directory from which runs are sliced unsorted
+MAX_OPEN_FILES = 1_000  # a task's files open at once, beyond which a flush closes them
+_US_PER_HOUR = 3_600_000_000
+_US_PER_DAY = 86_400_000_000
+_EPOCH = date(1970, 1, 1)
+_KEY_SEPARATOR = "\x00"
+
+
+def task_name() -> str:
+    """``part-<partition>-<attempt>-<random>``: unique to this task attempt."""
+    context = TaskContext.get()
+    task = f"{context.partitionId():05d}-{context.attemptNumber()}" if context else "00000-0"
+    return f"part-{task}-{uuid.uuid4().hex[:8]}"
+
+
+class DirectoryFiles:
+    """A task's Parquet files under ``staging``, one open per directory: each ``write`` to a
+    directory appends a row group to its file. ``close`` closes them all; the next write to a
+    directory then starts a new file. ``written``: every file, relative to ``staging``."""
+
+    def __init__(self, staging: Path, name: str) -> None:
+        self.staging = staging
+        self.name = name
+        self.written: list[str] = []
+        self._open: dict[str, tuple[pq.ParquetWriter, pa.NativeFile]] = {}
+        self._closes = 0
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+    def write(self, directory: str, table: pa.Table) -> None:
+        opened = self._open.get(directory)
+        if opened is None:
+            relative = f"{directory}/{self.name}-{self._closes:04d}.parquet"
+            sink = output_file(self.staging / relative)
+            writer = pq.ParquetWriter(
+                sink,
+                table.schema,
+                compression="snappy",
+                use_dictionary=[c for c in DICTIONARY_COLUMNS if c in table.schema.names],
+                write_statistics=[c for c in STATISTICS_COLUMNS if c in table.schema.names],
+            )
+            self._open[directory] = opened = (writer, sink)
+            self.written.append(relative)
+        writer = opened[0]
+        if not table.schema.equals(writer.schema):
+            table = table.cast(writer.schema)
+        writer.write_table(table)
+
+    def close(self) -> None:
+        for writer, sink in self._open.values():
+            writer.close()
+            sink.close()
+        self._open = {}
+        self._closes += 1
+
+    def abandon(self) -> None:
+        """Closes the open files after a failure; the driver deletes them (none was reported)."""
+        for writer, sink in self._open.values():
+            with contextlib.suppress(OSError):
+                writer.close()
+            with contextlib.suppress(OSError):
+                sink.close()
+        self._open = {}
+
+
+class LogsFiles:
+    """Buffers parsed rows by directory and appends each directory's rows to its file whenever
+    ``ROWS_PER_FLUSH`` are buffered and at the end.
+
+    A task thus writes one file per directory: logs spread over many hours cost a file per
+    hour, and a file costs far more than a row group, a row group more than a row. Past
+    ``MAX_OPEN_FILES`` directories, a flush closes its files and the next one starts new ones.
+    """
+
+    def __init__(self, files: DirectoryFiles) -> None:
+        self.files = files
+        self._logs: dict[tuple[str, str, int], list[pa.Table]] = {}
+        self._buffered = 0
+
+    def add(self, logs: pa.Table) -> None:
+        """Buffers parsed rows (``LOGS_COLUMNS`` and ``source``) under their directories. Rows
+        mostly come in runs of one hour of one source (logs are written in time order); when
+        the runs are long they are sliced where they lie, otherwise the rows are first sorted
+        by directory."""
+        if logs.num_rows == 0:
+            return
+        micros = pc.cast(logs.column("timestamp"), pa.int64()).to_numpy(zero_copy_only=False)
+        days = np.floor_divide(micros, _US_PER_DAY)
+        hours = np.floor_divide(micros, _US_PER_HOUR) % 24
+        sources = logs.column("source").combine_chunks().dictionary_encode()
+        names = sources.dictionary.to_pylist()
+        indices = sources.indices.to_numpy().astype(np.int64)
+        code = (indices * 10_000_000 + days) * 24 + hours
+        table = logs.select(LOGS_COLUMNS)
+        starts = np.flatnonzero(np.r_[True, code[1:] != code[:-1]])
+        if len(starts) * MIN_RUN_ROWS <= len(code):
+            firsts = starts
+        else:
+            order = np.argsort(code, kind="stable")
+            sorted_code = code[order]
+            starts = np.flatnonzero(np.r_[True, sorted_code[1:] != sorted_code[:-1]])
+            firsts = order[starts]
+            table = table.take(pa.array(order))
+        ends = np.r_[starts[1:], len(code)]
+        keys: dict[int, tuple[str, str, int]] = {}
+        for start, end, at in zip(starts.tolist(), ends.tolist(), firsts.tolist(), strict=True):
+            key = keys.get(int(code[at]))
+            if key is None:
+                day = (_EPOCH + timedelta(days=int(days[at]))).isoformat()
+                key = keys[int(code[at])] = (names[int(indices[at])], day, int(hours[at]))
+            self._logs.setdefault(key, []).append(table.slice(start, end - start))
+        self._buffered += logs.num_rows
+        if self._buffered >= ROWS_PER_FLUSH:
+            self.flush()
+
+    def flush(self) -> None:
+        """Appends each directory's buffered rows to its file."""
+        for (source, day, hour), tables in self._logs.items():
+            directory = f"logs/source={source}/date={day}/hour={hour}"
+            # One chunk per column: the Parquet writer otherwise walks each of the many small
+            # slices a directory collects (one per run of its rows) apart.
+            self.files.write(directory, pa.concat_tables(tables).combine_chunks())
+        self._logs, self._buffered = {}, 0
+        if len(self.files) > MAX_OPEN_FILES:
+            self.files.close()
+
+
+def write_template_ids(path: Path, ids: Mapping[tuple[str, str], int]) -> None:
+    """The template id of each (source, masked message), as ``TEMPLATE_IDS`` in Arrow IPC."""
+    sources, templates, numbers = [], [], []
+    for (source, template), template_id in ids.items():
+        sources.append(source)
+        templates.append(template)
+        numbers.append(template_id)
+    table = pa.table([sources, templates, numbers], schema=TEMPLATE_IDS)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, TEMPLATE_IDS) as writer:
+        writer.write_table(table)
+
+
+class TemplateIds:
+    """Looks up the template ids of parsed rows by (source, template)."""
+
+    def __init__(self, path: Path) -> None:
+        with pa.memory_map(str(path)) as source:
+            table = pa.ipc.open_file(source).read_all()
+        self.ids = table.column("template_id").combine_chunks()
+        keys = _keys(table.column("source"), table.column("template"))
+        self._options = pc.SetLookupOptions(value_set=keys)
+
+    def stamp(self, parsed: pa.Table) -> pa.Table:
+        """``parsed`` with its ``template_id`` column (null where none is known)."""
+        keys = _keys(parsed.column("source"), parsed.column("template"))
+        positions = pc.index_in(keys, options=self._options)
+        return parsed.append_column("template_id", pc.take(self.ids, positions))
+
+
+def _keys(sources: pa.ChunkedArray, templates: pa.ChunkedArray) -> pa.Array:
+    joined = pc.binary_join_element_wise(sources, templates, _KEY_SEPARATOR)
+    return joined.combine_chunks() if isinstance(joined, pa.ChunkedArray) else joined
+
+
+def read_parsed(path: Path) -> Iterator[pa.Table]:
+    """The tables of a parsed-rows file, one per record batch."""
+    with pa.memory_map(str(path)) as source:
+        reader = pa.ipc.open_stream(source)
+        for batch in reader:
+            yield pa.Table.from_batches([batch])
+
+
+def write_logs_task(spool: str, ids_file: str) -> Callable[[Iterable[str]], Iterator[list[str]]]:
+    """The function of a task writing the parsed files it is given (paths relative to
+    ``spool``) as logs files under ``spool``: yields the list of the files it wrote."""
+
+    def run(parsed_files: Iterable[str]) -> Iterator[list[str]]:
+        ids = TemplateIds(Path(ids_file))
+        files = DirectoryFiles(Path(spool), task_name())
+        logs = LogsFiles(files)
+        try:
+            for relative in parsed_files:
+                for table in read_parsed(Path(spool) / relative):
+                    logs.add(ids.stamp(table))
+            logs.flush()
+            files.close()
+        except BaseException:
+            files.abandon()
+            raise
+        yield files.written
+
+    return run
+
+
+def output_file(path: Path) -> pa.NativeFile:
+    """A new file at ``path``, buffered, its directories created if missing (a spool's
+    directories outlive its files, so they mostly exist already)."""
+    try:
+        raw = pa.OSFile(str(path), "wb")
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        raw = pa.OSFile(str(path), "wb")
+    return pa.BufferedOutputStream(raw, _WRITE_BUFFER_BYTES)

@@ -1,0 +1,203 @@
+"""Formats declared as files: the shipped formats written from public documentation, a user's
+own format, the errors a broken format file gives, and ``weir logs formats``."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+
+import pyarrow as pa  # type: ignore[import-untyped]
+import pytest
+
+from weir.cli.main import main
+from weir.logformats import (
+    FormatFileError,
+    FormatRegistry,
+    LineParser,
+    ParsedLine,
+    Quarantined,
+    QuarantineReason,
+    load_text,
+)
+from weir.logformats.batch import BatchParser, parse_rows
+
+YEAR = 2024
+# Lines in each documented format (beyond the samples in the format files), and what they give.
+DOCUMENTED = {
+    "rfc5424": [
+        (
+            "<13>1 2024-03-01T12:00:00+01:00 web-1 nginx 4242 - - worker started",
+            {"timestamp": datetime(2024, 3, 1, 11, 0), "host": "web-1", "pid": 4242},
+        ),
+        ("<13>1 2024-03-01T12:00:00Z web-1 cron - - -", {"message": ""}),
+    ],
+    "nginx": [
+        (
+            '203.0.113.9 - alice [01/Mar/2024:12:00:00 +0000] "POST /api/v1/items?id=3 HTTP/2.0" '
+            '201 17 "-" "curl/8.5.0"',
+            {"message": "POST /api/v1/items?id=3 HTTP/2.0", "timestamp": datetime(2024, 3, 1, 12)},
+        ),
+        (
+            '198.51.100.7 - - [01/Mar/2024:12:00:01 +0100] "-" 400 0 "-" "-"',
+            {"message": "-", "timestamp": datetime(2024, 3, 1, 11, 0, 1)},
+        ),
+    ],
+    "cri": [
+        (
+            "2024-03-01T12:00:00.123456789Z stdout F GET /healthz 200",
+            {"message": "GET /healthz 200", "timestamp": datetime(2024, 3, 1, 12, 0, 0, 123456)},
+        ),
+        (
+            "2024-03-01T12:00:00.5Z stderr P ",
+            {"message": "", "fields": {"stream": "stderr", "tag": "P"}},
+        ),
+    ],
+    "logback": [
+        (
+            "2024-03-01 12:00:00.007 [pool-2-thread-1] WARN  com.example.Cache - evicted 12 keys",
+            {"level": "WARN", "thread": "pool-2-thread-1", "message": "evicted 12 keys"},
+        ),
+    ],
+    "python": [
+        (
+            "2024-03-01 12:00:00,250 - app.db - WARNING - slow query: 1.2 s",
+            {"level": "WARN", "raw_level": "WARNING", "component": "app.db"},
+        ),
+    ],
+}
+
+
+@pytest.mark.parametrize("name", sorted(DOCUMENTED))
+def test_documented_formats_parse_keyed_and_detected(name: str) -> None:
+    parser = LineParser(year=YEAR)
+    for line, expected in DOCUMENTED[name]:
+        keyed = parser.parse(name, line)
+        assert isinstance(keyed, ParsedLine), keyed
+        assert keyed.source == name
+        for field, value in expected.items():
+            assert getattr(keyed, field) == value, (field, line)
+        assert parser.parse(None, line) == keyed
+        assert parser.detect(line) == name
+
+
+def test_documented_formats_parse_alike_in_batches() -> None:
+    records = [
+        (key, (line + tail).encode())
+        for name, cases in sorted(DOCUMENTED.items())
+        for line, _ in cases
+        for key in (name.encode(), None)
+        for tail in ("", " ", "\nsecond line", "]", '"')
+    ]
+    records += [(name.encode(), line[:cut].encode()) for name, cases in DOCUMENTED.items()
+                for line, _ in cases for cut in (5, 20, 40)]  # fmt: skip
+    keys = pa.array([k for k, _ in records], pa.binary())
+    values = pa.array([v for _, v in records], pa.binary())
+    batch = BatchParser(year=YEAR).parse(keys, values)
+    expected = parse_rows(LineParser(year=YEAR), keys.to_pylist(), values.to_pylist())
+    assert batch.equals(expected)
+    assert sum(batch.column("parsed").to_pylist()) >= 2 * sum(map(len, DOCUMENTED.values()))
+
+
+USER_FORMAT = """\
+name = "orders"
+description = "the order service's log"
+pattern = '%{TIMESTAMP_ISO8601:ts} \\[%{WORD:level}\\] order=%{ORDER:order} %{GREEDYDATA:message}'
+
+[patterns]
+ORDER = 'ORD-\\d+'
+
+[timestamp]
+format = "ISO8601"
+timezone = "Europe/Paris"
+field = "ts"
+
+[[samples]]
+line = '2024-07-01 09:30:00 [info] order=ORD-17 paid'
+timestamp = 2024-07-01T07:30:00
+level = "INFO"
+message = "paid"
+fields = { order = "ORD-17" }
+"""
+
+
+def test_a_users_format_file_parses_with_its_time_zone(tmp_path: Path) -> None:
+    (tmp_path / "orders.toml").write_text(USER_FORMAT)
+    registry = FormatRegistry.builtin().with_files([tmp_path])
+    parser = LineParser(year=YEAR, registry=registry)
+    winter = parser.parse("orders", "2024-01-15 09:30:00 [error] order=ORD-9 refused")
+    assert isinstance(winter, ParsedLine)
+    assert (winter.timestamp, winter.level, winter.fields) == (
+        datetime(2024, 1, 15, 8, 30),
+        "ERROR",
+        {"order": "ORD-9"},
+    )
+    lines = ["2024-01-15 09:30:00 [error] order=ORD-9 refused",
+             "2024-03-31 02:30:00 [info] order=ORD-1 in the hour the clocks skip"]  # fmt: skip
+    keys = pa.array([b"orders"] * len(lines), pa.binary())
+    values = pa.array([line.encode() for line in lines], pa.binary())
+    batch = BatchParser(year=YEAR, registry=registry).parse(keys, values)
+    assert batch.equals(parse_rows(parser, keys.to_pylist(), values.to_pylist()))
+
+
+@pytest.mark.parametrize(
+    ("change", "line", "message"),
+    [
+        (("%{WORD:level}", "%{NOPE:level}"), 3, "unknown pattern %{NOPE}"),
+        (("%{WORD:level}", "%{WORD:order}"), 3, "field 'order' is named twice"),
+        (("ORD-\\d+", "ORD-(\\d+"), 3, "does not compile"),
+        (('format = "ISO8601"', 'format = "%Y-%Q"'), 9, "unknown directive %Q"),
+        (('timezone = "Europe/Paris"', 'timezone = "Mars/Olympus"'), 10, "unknown time zone"),
+        (('level = "INFO"', 'level = "WARN"'), 14, "level is 'INFO', expected 'WARN'"),
+        (("2024-07-01 09:30:00 [info]", "2024-07-01 09:30:00 info"), 14, "does not match"),
+        (("2024-07-01 09:30", "2024-07-41 09:30"), 14, "bad-timestamp"),
+        (('description = "', 'colour = "blue"\ndescription = "'), 2, "unknown setting 'colour'"),
+        (("[timestamp]", "[timestamp"), 8, "line 8"),
+    ],
+)
+def test_a_broken_format_file_names_its_file_and_line(
+    tmp_path: Path, change: tuple[str, str], line: int, message: str
+) -> None:
+    assert change[0] in USER_FORMAT
+    path = tmp_path / "orders.toml"
+    path.write_text(USER_FORMAT.replace(change[0], change[1], 1))
+    with pytest.raises(FormatFileError) as raised:
+        FormatRegistry.builtin().with_files([path])
+    assert str(raised.value).startswith(f"{path}:{line}: "), str(raised.value)
+    assert message in str(raised.value)
+
+
+def test_a_format_may_not_take_a_registered_name() -> None:
+    with pytest.raises(FormatFileError, match="already names the format syslog"):
+        FormatRegistry.of([*FormatRegistry.builtin(), load_text(
+            USER_FORMAT.replace('name = "orders"', 'name = "orders"\naliases = ["rfc3164"]'),
+            "mine.toml",
+        )])  # fmt: skip
+
+
+def test_weir_logs_formats_list_and_test(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "orders.toml").write_text(USER_FORMAT)
+    assert main(["logs", "formats", "list", "--formats", str(tmp_path)]) == 0
+    listed = [json.loads(row) for row in capsys.readouterr().out.splitlines()]
+    assert {"orders", "syslog", "nginx", "cri", "rfc5424", "logback", "python"} <= {
+        row["name"] for row in listed
+    }
+    lines = tmp_path / "orders.log"
+    lines.write_text("2024-07-01 09:30:00 [info] order=ORD-17 paid\n"
+                     "2024-07-01 09:31:00 [info] order=17 unpaid\n")  # fmt: skip
+    assert main(["logs", "formats", "test", "orders", str(lines), "--formats", str(tmp_path)]) == 1
+    first, second, summary = (json.loads(row) for row in capsys.readouterr().out.splitlines())
+    assert first["parsed"] and first["fields"]["fields"] == {"order": "ORD-17"}
+    assert not second["parsed"] and second["reason"] == "format-mismatch"
+    assert second["matched_chars"] == len("2024-07-01 09:31:00 [info] order=")
+    assert "ORD" in second["fails_at"]
+    assert summary["summary"] == {"format": "orders", "lines": 2, "parsed": 1, "failed": 1}
+
+
+def test_an_unknown_key_names_itself_in_the_quarantine() -> None:
+    result = LineParser(year=YEAR).parse("orders", "2024-07-01 09:30:00 [info] order=ORD-1 x")
+    assert isinstance(result, Quarantined)
+    assert result.reason == QuarantineReason.UNKNOWN_SOURCE
+    assert "'orders'" in result.detail
