@@ -24,11 +24,15 @@ def fsync_directory(directory: Path) -> None:
         os.close(fd)
 
 
-def write_atomically(path: Path, lines: Iterable[str], kind: str = diskio.CHECKPOINT) -> None:
+def write_atomically(
+    path: Path, lines: Iterable[str], kind: str = diskio.CHECKPOINT, mode: int = 0o644
+) -> None:
+    """`mode`: the new file's permissions (0o600 for a file only its owner may read)."""
     temp = path.with_name(path.name + TEMP_SUFFIX)
     data = "".join(line + "\n" for line in lines).encode("utf-8")
     try:
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        temp.unlink(missing_ok=True)  # a leftover would keep its old permissions
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
         try:
             diskio.write_all(fd, data, kind)
             diskio.sync(fd, kind)

@@ -42,6 +42,9 @@ class BrokerProcess:
             self.config_file = data_dir.parent / f"{data_dir.name}.toml"
             self.config_file.write_text("".join(f'"{k}" = {_toml(v)}\n' for k, v in config.items()))
         self.port = 0
+        #: listener name -> port, when the config names several listeners (`listeners`)
+        self.listeners: dict[str, int] = {}
+        self._named_listeners = bool(config and "listeners" in config)
         self.process: subprocess.Popen[bytes] | None = None
         self.log_path = data_dir.parent / f"{data_dir.name}.log"
 
@@ -58,9 +61,10 @@ class BrokerProcess:
         ready = self.data_dir.parent / f"{self.data_dir.name}.ready"
         ready.unlink(missing_ok=True)
         where = [] if self.log_dirs else ["--data-dir", str(self.data_dir)]
+        if not self._named_listeners:  # else the config's `listeners` say where
+            where += ["--listen", f"127.0.0.1:{self.port}"]
         command = [*self.prefix, sys.executable, "-m", "weir.cli.main", "broker", "start",
-                   *where, "--listen", f"127.0.0.1:{self.port}",
-                   "--ready-file", str(ready)]  # fmt: skip
+                   *where, "--ready-file", str(ready)]  # fmt: skip
         if self.config_file is not None:
             command += ["--config", str(self.config_file)]
         log = open(self.log_path, "ab")  # noqa: SIM115 - the child owns it
@@ -74,7 +78,11 @@ class BrokerProcess:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"broker not ready after {timeout}s:\n{self.logs()}")
             time.sleep(0.05)
-        self.port = int(ready.read_text().strip().rsplit(":", 1)[1])
+        first, *named = ready.read_text().split()
+        self.port = int(first.rsplit(":", 1)[1])
+        self.listeners = {
+            line.split("://", 1)[0]: int(line.rsplit(":", 1)[1]) for line in named
+        }
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> int:
         assert self.process is not None

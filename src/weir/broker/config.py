@@ -13,6 +13,14 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from weir.broker.security.listeners import (
+    DEFAULT_PROTOCOL_MAP,
+    Listener,
+    ListenerConfigError,
+    inter_broker_listener,
+    parse_endpoint,
+    parse_listeners,
+)
 from weir.storage import LogConfig
 from weir.storage.config import BROKER_SYNONYMS, TOPIC_CONFIGS
 
@@ -35,7 +43,16 @@ FLAG_SETTINGS = {
     "rack": "broker.rack",
     "zookeeper": "zookeeper.connect",
 }
-_NOT_SETTINGS = {"log_defaults", "explicit", "data_dir", "log_dirs", *FLAG_SETTINGS}
+#: settings DescribeConfigs never shows (Kafka reports them as sensitive, without a value)
+SENSITIVE_SETTINGS = {"ssl_key_password", "ssl_keystore_key", "sasl_plain_users"}
+#: per-listener overrides: `listener.name.<listener>.<setting>`
+LISTENER_PREFIX = "listener.name."
+#: PLAIN users, one setting per user: `sasl.plain.users.<user> = "<password>"`
+PLAIN_USERS_PREFIX = "sasl.plain.users."
+_NOT_SETTINGS = {
+    "log_defaults", "explicit", "data_dir", "log_dirs", "listeners", "advertised_listeners",
+    "listener_overrides", *SENSITIVE_SETTINGS, *FLAG_SETTINGS,
+}  # fmt: skip
 
 
 #: `replica.selector.class` values -> whether consumers read from a replica in their rack
@@ -96,6 +113,44 @@ class BrokerConfig:
     transaction_state_log_replication_factor: int = 3
     transaction_state_log_min_isr: int = 2
     transaction_state_log_segment_bytes: int = 100 * 1024 * 1024
+    #: `listeners` as Kafka writes it (`NAME://HOST:PORT,...`); None: one PLAINTEXT listener on
+    #: listen_host:listen_port. The first listener's address is listen_host:listen_port too.
+    listeners: str | None = None
+    advertised_listeners: str | None = None
+    listener_security_protocol_map: str = DEFAULT_PROTOCOL_MAP
+    #: the listener other brokers use; default: the first PLAINTEXT listener
+    inter_broker_listener_name: str | None = None
+    #: TLS (SSL and SASL_SSL listeners), from PEM files or PEM text: `ssl.keystore.location` is
+    #: one file with the private key and the certificate chain; `ssl.keystore.certificate.chain`
+    #: and `ssl.keystore.key` hold the same as text; `ssl.key.password` decrypts the key
+    ssl_keystore_type: str = "PEM"
+    ssl_keystore_location: str | None = None
+    ssl_keystore_certificate_chain: str | None = None
+    ssl_keystore_key: str | None = None
+    ssl_key_password: str | None = None
+    #: the CA certificates client certificates are checked against (a PEM file, or PEM text)
+    ssl_truststore_type: str = "PEM"
+    ssl_truststore_location: str | None = None
+    ssl_truststore_certificates: str | None = None
+    #: whether TLS clients must present a certificate: required, requested or none
+    ssl_client_auth: str = "none"
+    ssl_enabled_protocols: str = "TLSv1.2,TLSv1.3"
+    ssl_cipher_suites: str | None = None
+    #: mechanisms SASL listeners offer (per listener:
+    #: `listener.name.<listener>.sasl.enabled.mechanisms`)
+    sasl_enabled_mechanisms: str = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
+    #: user -> password for SASL/PLAIN (`sasl.plain.users.<user>`, or a TOML table
+    #: `sasl.plain.users = {alice = "secret"}`)
+    sasl_plain_users: dict[str, str] = field(default_factory=dict)
+    #: the largest SASL token accepted before a connection has authenticated
+    sasl_server_max_receive_size: int = 512 * 1024
+    #: how long a connection may take to finish its TLS handshake and SASL authentication
+    #: before it is closed
+    connections_authentication_timeout_ms: int = 10_000
+    #: how long a connection whose authentication failed stays open after the refusal is sent
+    connection_failed_authentication_delay_ms: int = 100
+    #: listener name -> {setting: value}, from `listener.name.<listener>.<setting>`
+    listener_overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
     log_defaults: LogConfig = field(default_factory=LogConfig)
     explicit: frozenset[str] = frozenset()  # Kafka names set in the file or by flags
 
@@ -105,6 +160,52 @@ class BrokerConfig:
                 f"replica.selector.class must be one of {', '.join(REPLICA_SELECTORS)}, "
                 f"not {self.replica_selector_class!r}"
             )
+        endpoints = self.endpoints
+        inter_broker_listener(endpoints, self.inter_broker_listener_name)
+        names = {listener.name for listener in endpoints}
+        for name in self.listener_overrides:
+            if name not in names:
+                raise ListenerConfigError(
+                    f"{LISTENER_PREFIX}{name.lower()}.* names no listener in listeners"
+                )
+
+    @property
+    def endpoints(self) -> tuple[Listener, ...]:
+        """The listeners, in order; the first one listens on listen_host:listen_port and
+        advertises advertised_host:advertised_port when those are set."""
+        text = self.listeners
+        if text is None:
+            text = f"PLAINTEXT://{_address(self.listen_host, self.listen_port)}"
+        listeners = parse_listeners(
+            text, self.listener_security_protocol_map, self.advertised_listeners
+        )
+        first = replace(
+            listeners[0],
+            host=self.listen_host,
+            port=self.listen_port,
+            advertised_host=self.advertised_host or listeners[0].advertised_host,
+            advertised_port=self.advertised_port or listeners[0].advertised_port,
+        )
+        return (first, *listeners[1:])
+
+    @property
+    def inter_broker_listener(self) -> Listener:
+        return inter_broker_listener(self.endpoints, self.inter_broker_listener_name)
+
+    def listener_setting(self, listener: str, name: str) -> Any:
+        """A setting as one listener sees it: its `listener.name.<listener>.<name>` override,
+        else the broker-wide value."""
+        overrides = self.listener_overrides.get(listener.upper(), {})
+        if name == "sasl.plain.users":
+            prefixed = {
+                k[len(PLAIN_USERS_PREFIX) :]: str(v)
+                for k, v in overrides.items()
+                if k.startswith(PLAIN_USERS_PREFIX)
+            }
+            return prefixed or self.sasl_plain_users
+        if name in overrides:
+            return overrides[name]
+        return getattr(self, name.replace(".", "_"))
 
     @property
     def rack_aware_reads(self) -> bool:
@@ -118,7 +219,8 @@ class BrokerConfig:
 
     @property
     def advertised(self) -> tuple[str, int]:
-        return self.advertised_host or self.listen_host, self.advertised_port or self.listen_port
+        """The address the first listener advertises."""
+        return self.endpoints[0].advertised
 
     @classmethod
     def load(cls, path: Path | None = None, **overrides: Any) -> BrokerConfig:
@@ -128,6 +230,8 @@ class BrokerConfig:
         given = {k: v for k, v in overrides.items() if v is not None}
         if "data_dir" in given:
             given["log_dirs"] = ()
+        if "listen_host" in given:  # --listen HOST:PORT: one PLAINTEXT listener there
+            given["listeners"] = None
         flagged = {FLAG_SETTINGS[k] for k in given if k in FLAG_SETTINGS}
         config = cls.from_settings(settings, **given)
         return replace(config, explicit=config.explicit | flagged)
@@ -137,6 +241,8 @@ class BrokerConfig:
         own = {f.name for f in fields(cls)}
         values: dict[str, Any] = {}
         topic: dict[str, str] = {}
+        plain_users: dict[str, str] = {}
+        listener_overrides: dict[str, dict[str, Any]] = {}
         scaled_first = sorted(settings.items(), key=lambda item: item[0] not in SCALED_SYNONYMS)
         for name, value in scaled_first:
             if name in BROKER_SYNONYMS:
@@ -145,15 +251,26 @@ class BrokerConfig:
                 topic_name, factor = SCALED_SYNONYMS[name]
                 topic[topic_name] = str(int(value) * factor)
             elif name in ("listeners", "listen"):
-                values["listen_host"], values["listen_port"] = parse_host_port(str(value))
+                values.update(_listeners_values(str(value)))
             elif name in ("advertised.listeners", "advertise"):
-                values["advertised_host"], values["advertised_port"] = parse_host_port(str(value))
+                values.update(_advertised_values(str(value)))
+            elif name.startswith(PLAIN_USERS_PREFIX):
+                plain_users[name[len(PLAIN_USERS_PREFIX) :]] = str(value)
+            elif name.startswith(LISTENER_PREFIX):
+                listener, sep, setting = name[len(LISTENER_PREFIX) :].partition(".")
+                if not sep or not setting:
+                    raise ValueError(f"{name!r} is not {LISTENER_PREFIX}<listener>.<setting>")
+                listener_overrides.setdefault(listener.upper(), {})[setting] = value
             elif name in ("log.dirs", "log.dir"):
                 values["log_dirs"] = _paths(value)
             elif name.replace(".", "_") in own:
                 values[name.replace(".", "_")] = value
             else:
                 raise ValueError(f"unknown broker setting {name!r}")
+        if plain_users:
+            values["sasl_plain_users"] = plain_users
+        if listener_overrides:
+            values["listener_overrides"] = listener_overrides
         config = cls(**values, explicit=frozenset(settings))
         if topic:
             config = replace(config, log_defaults=LogConfig.from_properties(topic))
@@ -165,12 +282,14 @@ class BrokerConfig:
 
     def broker_configs(self) -> dict[str, str]:
         """Every broker setting weir has, by Kafka name, as DescribeConfigs shows it."""
-        host, port = self.advertised
+        endpoints = self.endpoints
         out = {
             "node.id": str(self.node_id),
             "broker.id": str(self.node_id),
-            "listeners": f"PLAINTEXT://{self.listen_host}:{self.listen_port}",
-            "advertised.listeners": f"PLAINTEXT://{host}:{port}",
+            "listeners": ",".join(str(listener) for listener in endpoints),
+            "advertised.listeners": ",".join(
+                f"{listener.name}://{_address(*listener.advertised)}" for listener in endpoints
+            ),
             "log.dirs": ",".join(str(d) for d in self.all_log_dirs),
         }
         if self.rack:
@@ -178,7 +297,7 @@ class BrokerConfig:
         if self.zookeeper:
             out["zookeeper.connect"] = self.zookeeper
         for f in fields(self):
-            if f.name not in _NOT_SETTINGS:
+            if f.name not in _NOT_SETTINGS and getattr(self, f.name) is not None:
                 out[f.name.replace("_", ".")] = _config_text(getattr(self, f.name))
         for definition in TOPIC_CONFIGS:
             if definition.broker_name:
@@ -194,6 +313,29 @@ def parse_host_port(text: str) -> tuple[str, int]:
     if not sep or not port.isdigit():
         raise ValueError(f"expected HOST:PORT, got {text!r}")
     return host.strip("[]") or "0.0.0.0", int(port)
+
+
+def _listeners_values(text: str) -> dict[str, Any]:
+    """`listeners`: the first listener's address, and the whole text when it names listeners
+    (a bare `HOST:PORT` is the one PLAINTEXT listener, as it always was)."""
+    _, host, port = parse_endpoint(text.split(",", 1)[0])
+    values: dict[str, Any] = {"listen_host": host, "listen_port": port}
+    if "://" in text or "," in text.strip(", "):
+        values["listeners"] = text
+    return values
+
+
+def _advertised_values(text: str) -> dict[str, Any]:
+    """`advertised.listeners`: a bare `HOST:PORT` is the first listener's; named entries are
+    matched to listeners by name."""
+    if "://" in text or "," in text.strip(", "):
+        return {"advertised_listeners": text}
+    _, host, port = parse_endpoint(text)
+    return {"advertised_host": host, "advertised_port": port}
+
+
+def _address(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

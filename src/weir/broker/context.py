@@ -14,6 +14,8 @@ from weir.broker.config import BrokerConfig
 from weir.broker.group.coordinator import GroupCoordinator
 from weir.broker.replica_manager import ReplicaManager
 from weir.broker.request_log import RequestLog
+from weir.broker.security.credentials import ScramCredentialStore
+from weir.broker.security.session import current_session
 from weir.broker.topics import TopicManager
 from weir.broker.txn.coordinator import TransactionCoordinator
 from weir.clock import Clock
@@ -51,12 +53,21 @@ class BrokerContext:
     cluster: ClusterNode | None = None
     #: the transaction coordinator; None where a broker is built without one
     transactions: TransactionCoordinator | None = None
+    #: SCRAM credentials (single node); None in cluster mode
+    scram_credentials: ScramCredentialStore | None = None
+
+    @property
+    def advertised(self) -> tuple[str, int]:
+        """This broker's address for the client of the request being served: the advertised
+        address of the listener it connected to (the first listener's outside a request)."""
+        session = current_session()
+        return session.listener.advertised if session else self.config.advertised
 
     def live_brokers(self) -> list[LiveBroker]:
         """The brokers Metadata lists, by node id: the cluster's live ones, or this one."""
         if self.cluster is not None:
             return sorted(self.cluster.live_brokers().values(), key=lambda b: b.node_id)
-        host, port = self.config.advertised
+        host, port = self.advertised
         return [LiveBroker(self.config.node_id, host, port, self.config.rack)]
 
     def controller_request_error(self, body: Any) -> ErrorCode:

@@ -1,8 +1,15 @@
-"""The broker process: one asyncio loop (uvloop), a listening socket, one task per connection.
+"""The broker process: one asyncio loop (uvloop), a listening socket per listener, one task per
+connection.
 
 A connection reads frames, answers each request in order (Kafka mutes a connection while it
-handles a request, and so do we), and sends responses with `sendfile` for record bytes. Any
-protocol violation closes that connection only and is logged; other connections carry on.
+handles a request, and so do we), and sends responses with `sendfile` for record bytes (through
+TLS on SSL listeners, see `transport.py`). Any protocol violation closes that connection only
+and is logged; other connections carry on.
+
+On SSL and SASL listeners a connection must finish its TLS handshake and SASL authentication
+within `connections.authentication.timeout.ms`; until it has authenticated it may send only
+ApiVersions, SaslHandshake and SaslAuthenticate, in frames of at most
+`sasl.server.max.receive.size` bytes (see `security/sasl.py`).
 
 The accept loop survives running out of descriptors or memory (it logs, backs off and accepts
 again once they free up); connections over `max.connections(.per.ip)` are closed at once, and
@@ -14,11 +21,10 @@ from __future__ import annotations
 import asyncio
 import errno
 import logging
-import os
 import resource
 import signal
 import socket
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +40,14 @@ from weir.broker.group.store import GroupStore
 from weir.broker.handlers import HANDLERS, api_versions
 from weir.broker.replica_manager import ReplicaManager
 from weir.broker.request_log import RequestLog
+from weir.broker.security.credentials import ScramCredentialStore
+from weir.broker.security.errors import IllegalSaslStateError, SaslAuthenticationError
+from weir.broker.security.listener_security import ListenerSecurity, listener_securities
+from weir.broker.security.listeners import Listener
+from weir.broker.security.scram import ScramCredential, ScramMechanism
+from weir.broker.security.session import Session, bind
 from weir.broker.topics import TopicManager
+from weir.broker.transport import PlaintextTransport, TlsError, TlsTransport, Transport
 from weir.broker.tuning import apply_allocator_settings
 from weir.broker.txn.coordinator import TransactionCoordinator, TxnConfig
 from weir.broker.txn.markers import LocalMarkerWriter
@@ -44,10 +57,10 @@ from weir.clock import Clock, SystemClock, ThreadScheduler
 from weir.cluster.metadata import EmbeddedMetadataStore, MetadataStore
 from weir.protocol import legacy_produce
 from weir.protocol.apis import ApiKey, cluster_advertised, decodable
-from weir.protocol.codec import decode_request, encode_response
+from weir.protocol.codec import decode_request, encode_response, peek_header
 from weir.protocol.errors import FrameTooLargeError, RemoteProtocolError, UnsupportedVersionError
-from weir.protocol.framing import NEED_DATA, Frame, FrameDecoder, NeedData
-from weir.storage import FileSlice, LogConfig, LogManager, LogManagerConfig
+from weir.protocol.framing import NEED_DATA, Frame, FrameDecoder, NeedData, frame
+from weir.storage import LogConfig, LogManager, LogManagerConfig
 
 log = logging.getLogger(__name__)
 
@@ -63,16 +76,26 @@ _ACCEPT_EXHAUSTED = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.E
 _ACCEPT_PEER_GONE = frozenset({errno.ECONNABORTED, errno.EPROTO, errno.EPERM, errno.ECONNRESET})
 
 
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """A listener bound to its socket (its port is the real one), with its security."""
+
+    listener: Listener
+    sock: socket.socket
+    security: ListenerSecurity
+
+
 class Broker:
     def __init__(self, config: BrokerConfig, clock: Clock | None = None) -> None:
         self.config = config
         self.clock: Clock = clock or SystemClock()
+        self._security = listener_securities(config)  # before anything else: fail fast
         self.cluster = ClusterNode(config) if config.zookeeper else None
         if self.cluster is not None:
             self.cluster.start()
         table = cluster_advertised() if self.cluster else None
         self._decodable = {k: v for k, v in decodable(table).items() if k in HANDLERS}
-        self._listener: socket.socket | None = None
+        self._endpoints: list[Endpoint] = []
         self._connections: set[asyncio.Task[None]] = set()
         self._scheduler = ThreadScheduler(self.clock, name="weir-storage")
         self._request_log = RequestLog(self.clock)
@@ -150,6 +173,7 @@ class Broker:
             self._request_log,
             self.cluster,
             self._transaction_coordinator(replicas, topics, producer_ids, groups),
+            None if self.cluster else ScramCredentialStore(config.all_log_dirs[0]),
         )
 
     def _transaction_coordinator(
@@ -196,28 +220,40 @@ class Broker:
     # ---- lifecycle ----------------------------------------------------------------------------
 
     def listen(self) -> tuple[str, int]:
-        family = socket.AF_INET6 if ":" in self.config.listen_host else socket.AF_INET
-        listener = socket.socket(family, socket.SOCK_STREAM)
-        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listener.bind((self.config.listen_host, self.config.listen_port))
-        listener.listen(512)
-        listener.setblocking(False)
-        self._listener = listener
-        host, port = listener.getsockname()[:2]
-        if self.config.advertised_port is None:
-            self.config = replace(self.config, advertised_port=port)
-            self.context.config = self.config
-        return host, port
+        """Bind every listener; the first one's address (as bound: a port 0 is resolved)."""
+        for security in self._security:
+            listener = security.listener
+            family = socket.AF_INET6 if ":" in listener.host else socket.AF_INET
+            sock = socket.socket(family, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((listener.host, listener.port))
+            sock.listen(512)
+            sock.setblocking(False)
+            bound = replace(listener, port=sock.getsockname()[1])
+            self._endpoints.append(Endpoint(bound, sock, replace(security, listener=bound)))
+        first = self._endpoints[0].listener
+        self.config = replace(self.config, listen_port=first.port)
+        self.context.config = self.config
+        return first.host, first.port
+
+    @property
+    def endpoints(self) -> list[Listener]:
+        """The bound listeners, in order."""
+        return [endpoint.listener for endpoint in self._endpoints]
 
     async def serve(self) -> None:
-        assert self._listener is not None
+        assert self._endpoints, "listen() first"
         loop = asyncio.get_running_loop()
         for tick in (self._tick_groups, self._tick_transactions):
             self._connections.add(loop.create_task(tick()))
+        await asyncio.gather(*(self._accept(endpoint) for endpoint in self._endpoints))
+
+    async def _accept(self, endpoint: Endpoint) -> None:
+        loop = asyncio.get_running_loop()
         backoff = ACCEPT_BACKOFF_S[0]
         while True:
             try:
-                sock, peer = await loop.sock_accept(self._listener)
+                sock, peer = await loop.sock_accept(endpoint.sock)
             except OSError as exc:
                 if exc.errno in _ACCEPT_PEER_GONE:
                     continue
@@ -228,12 +264,12 @@ class Broker:
                 backoff = min(backoff * 2, ACCEPT_BACKOFF_S[1])
                 continue
             backoff = ACCEPT_BACKOFF_S[0]
-            self._start_connection(loop, sock, peer)
+            self._start_connection(loop, sock, peer, endpoint)
 
     def _start_connection(
-        self, loop: asyncio.AbstractEventLoop, sock: socket.socket, peer: Any
+        self, loop: asyncio.AbstractEventLoop, sock: socket.socket, peer: Any, endpoint: Endpoint
     ) -> None:
-        ip = str(peer[0]) if isinstance(peer, tuple) else str(peer)
+        ip = _address(peer)
         if not self._limiter.admit(ip):
             sock.close()
             return
@@ -244,7 +280,7 @@ class Broker:
             self._limiter.release(ip)
             sock.close()
             return
-        task = loop.create_task(self._serve_connection(sock, peer))
+        task = loop.create_task(self._serve_connection(sock, peer, endpoint))
         self._connections.add(task)
         task.add_done_callback(self._connections.discard)
         task.add_done_callback(lambda _: self._limiter.release(ip))
@@ -288,8 +324,8 @@ class Broker:
                 log.exception("transaction coordinator tick failed")
 
     async def close(self) -> None:
-        if self._listener is not None:
-            self._listener.close()
+        for endpoint in self._endpoints:
+            endpoint.sock.close()
         for task in list(self._connections):
             task.cancel()
         await asyncio.gather(*self._connections, return_exceptions=True)
@@ -324,33 +360,53 @@ class Broker:
 
     # ---- connections --------------------------------------------------------------------------
 
-    async def _serve_connection(self, sock: socket.socket, peer: Any) -> None:
+    async def _serve_connection(self, sock: socket.socket, peer: Any, endpoint: Endpoint) -> None:
+        session = endpoint.security.new_session(_address(peer), self._scram_credential)
+        bind(session)
+        transport: Transport = (
+            TlsTransport(sock, endpoint.security.tls)
+            if endpoint.security.tls is not None
+            else PlaintextTransport(sock)
+        )
         decoder = FrameDecoder(self.config.socket_request_max_bytes)
         held = 0  # bytes of the request budget this connection holds
         try:
+            await self._authenticate_transport(transport, session)
             while True:
+                if not session.authenticated:
+                    decoder.max_frame_bytes = self.config.sasl_server_max_receive_size
+                else:
+                    decoder.max_frame_bytes = self.config.socket_request_max_bytes
                 payload = decoder.next_frame()
                 if payload is NEED_DATA:
                     if not held:
                         held = await self._reserve(decoder)
-                    if not await self._receive(sock, decoder):
+                    if not await self._receive(transport, decoder, session):
                         return
                     continue
                 assert not isinstance(payload, NeedData)
                 try:
-                    response = await self._dispatch(payload)
+                    response = await self._answer(session, payload)
                 finally:
                     del payload
                     self._request_memory.release(held)
                     held = 0
                 if response is not None:
                     try:
-                        await self._send(sock, response)
+                        await self._send(transport, response)
                     finally:
                         if isinstance(response, ChunkedResponse):
                             response.close()
+                if session.close_after_response:
+                    # as Kafka does: a client that reads the refusal before the close can
+                    # report it, rather than a lost connection
+                    delay_ms = self.config.connection_failed_authentication_delay_ms
+                    await asyncio.sleep(delay_ms / 1000)
+                    return
         except RemoteProtocolError as exc:
             log.warning("closing connection from %s: %s", peer, exc)
+        except TlsError as exc:
+            log.info("closing connection from %s on %s: %s", peer, endpoint.listener.name, exc)
         except (ConnectionError, TimeoutError):
             pass
         except OSError as exc:
@@ -359,7 +415,50 @@ class Broker:
             log.exception("closing connection from %s after an internal error", peer)
         finally:
             self._request_memory.release(held)
-            sock.close()
+            transport.close()
+
+    def _authentication_deadline(self) -> float:
+        timeout_s = self.config.connections_authentication_timeout_ms / 1000
+        return asyncio.get_running_loop().time() + timeout_s
+
+    async def _authenticate_transport(self, transport: Transport, session: Session) -> None:
+        """The TLS handshake (on TLS listeners), within the authentication timeout; the
+        principal of a verified client certificate on an SSL listener."""
+        if not session.listener.security_protocol.uses_tls:
+            return
+        session.deadline = self._authentication_deadline()
+        async with asyncio.timeout_at(session.deadline):
+            await transport.handshake()
+        if session.sasl is None:
+            principal = ListenerSecurity.certificate_principal(transport.peer_certificate())
+            if principal is not None:
+                session.principal = principal
+
+    def _scram_credential(self, user: str, mechanism: ScramMechanism) -> ScramCredential | None:
+        store = self.context.scram_credentials
+        return store.lookup(user, mechanism) if store is not None else None
+
+    async def _answer(self, session: Session, payload: Frame) -> bytes | ChunkedResponse | None:
+        """The response to one frame: a request, or a bare SASL token after SaslHandshake v0."""
+        if session.raw_sasl_tokens:
+            return self._raw_sasl_token(session, bytes(payload))
+        api_key = peek_header(payload)[0]
+        if not session.allows(api_key):
+            raise IllegalSaslStateError(
+                f"request of API {_api_name(api_key)} before SASL authentication on listener "
+                f"{session.listener.name}"
+            )
+        return await self._dispatch(payload)
+
+    @staticmethod
+    def _raw_sasl_token(session: Session, token: bytes) -> bytes:
+        """A SASL token sent without a Kafka header (SaslHandshake v0): the answer is the
+        server's token, size-prefixed; a failure closes the connection."""
+        try:
+            answer = session.authenticate(token)
+        except SaslAuthenticationError as exc:
+            raise IllegalSaslStateError(f"SASL authentication failed: {exc}") from None
+        return frame(answer)
 
     async def _reserve(self, decoder: FrameDecoder) -> int:
         """Wait for budget for the frame being received, if it is a large one; bytes held."""
@@ -374,20 +473,26 @@ class Broker:
         await self._request_memory.acquire(size)
         return size
 
-    @staticmethod
-    async def _receive(sock: socket.socket, decoder: FrameDecoder) -> bool:
-        """Read what the socket has: into a large frame in place, or into the decoder's buffer.
-        False once the peer has closed."""
-        loop = asyncio.get_running_loop()
-        target = decoder.receive_buffer()
-        if target is not None:
-            with target:
-                count = await loop.sock_recv_into(sock, target)
-            decoder.received(count)
-            return count > 0
-        data = await loop.sock_recv(sock, RECV_BYTES)
-        decoder.receive_data(data)
-        return bool(data)
+    async def _receive(
+        self, transport: Transport, decoder: FrameDecoder, session: Session
+    ) -> bool:
+        """Read what the transport has: into a large frame in place, or into the decoder's
+        buffer. False once the peer has closed. Before authentication, within its deadline."""
+        if session.authenticated:
+            return await _receive(transport, decoder)
+        if session.deadline is None:
+            session.deadline = self._authentication_deadline()
+        try:
+            async with asyncio.timeout_at(session.deadline):
+                return await _receive(transport, decoder)
+        except TimeoutError:
+            log.info(
+                "closing connection from %s on %s: not authenticated within "
+                "connections.authentication.timeout.ms=%d",
+                session.client_address, session.listener.name,
+                self.config.connections_authentication_timeout_ms,
+            )  # fmt: skip
+            return False
 
     async def _dispatch(self, payload: Frame) -> bytes | ChunkedResponse | None:
         try:
@@ -406,10 +511,10 @@ class Broker:
             return result
         return encode_response(request.api_key, request.api_version, request.correlation_id, result)
 
-    async def _send(self, sock: socket.socket, response: bytes | ChunkedResponse) -> None:
-        loop = asyncio.get_running_loop()
+    @staticmethod
+    async def _send(transport: Transport, response: bytes | ChunkedResponse) -> None:
         if isinstance(response, bytes):
-            await loop.sock_sendall(sock, response)
+            await transport.send(response)
             return
         pending = bytearray()
         for chunk in response.chunks:
@@ -417,42 +522,34 @@ class Broker:
                 pending += chunk
                 continue
             if pending:
-                await loop.sock_sendall(sock, pending)
+                await transport.send(pending)
                 pending = bytearray()
-            await _sendfile(sock, chunk)
+            await transport.send_file(chunk)
         if pending:
-            await loop.sock_sendall(sock, pending)
+            await transport.send(pending)
 
 
-async def _sendfile(sock: socket.socket, data: FileSlice) -> None:
-    """os.sendfile the slice into a non-blocking socket, waiting for room when it is full."""
-    offset, remaining = data.position, data.size
-    while remaining:
-        try:
-            sent = os.sendfile(sock.fileno(), data.fd, offset, remaining)
-        except BlockingIOError:
-            await _writable(sock)
-            continue
-        if sent == 0:
-            raise ConnectionError(f"{data.path} ended before the slice did")
-        offset += sent
-        remaining -= sent
+async def _receive(transport: Transport, decoder: FrameDecoder) -> bool:
+    target = decoder.receive_buffer()
+    if target is not None:
+        with target:
+            count = await transport.recv_into(target)
+        decoder.received(count)
+        return count > 0
+    data = await transport.recv(RECV_BYTES)
+    decoder.receive_data(data)
+    return bool(data)
 
 
-async def _writable(sock: socket.socket) -> None:
-    loop = asyncio.get_running_loop()
-    ready: asyncio.Future[None] = loop.create_future()
-    fd = sock.fileno()
+def _address(peer: Any) -> str:
+    return str(peer[0]) if isinstance(peer, tuple) else str(peer)
 
-    def wake() -> None:
-        if not ready.done():
-            ready.set_result(None)
 
-    loop.add_writer(fd, wake)
+def _api_name(api_key: int) -> str:
     try:
-        await ready
-    finally:
-        loop.remove_writer(fd)
+        return ApiKey(api_key).name
+    except ValueError:
+        return str(api_key)
 
 
 def run(config: BrokerConfig, *, ready_file: Path | None = None) -> int:
@@ -475,7 +572,7 @@ def run(config: BrokerConfig, *, ready_file: Path | None = None) -> int:
         advertised_host, advertised_port = broker.config.advertised
         print(f"weir broker ready on {advertised_host}:{advertised_port}", flush=True)
         if ready_file is not None:
-            ready_file.write_text(f"{host}:{port}\n")
+            ready_file.write_text(_ready_text(host, port, broker.endpoints))
         await stop.wait()
         if broker.cluster is not None:
             await broker.cluster.controlled_shutdown()
@@ -485,6 +582,15 @@ def run(config: BrokerConfig, *, ready_file: Path | None = None) -> int:
 
     uvloop.run(main())
     return 0
+
+
+def _ready_text(host: str, port: int, listeners: list[Listener]) -> str:
+    """The ready file: `HOST:PORT` of the first listener, then, when there are several, a line
+    `NAME://HOST:PORT` for each (ports as bound)."""
+    lines = [f"{host}:{port}"]
+    if len(listeners) > 1:
+        lines += [str(listener) for listener in listeners]
+    return "".join(line + "\n" for line in lines)
 
 
 def raise_descriptor_limit() -> None:

@@ -37,12 +37,17 @@ def run_start(args: argparse.Namespace) -> int:
         overrides["listen_host"], overrides["listen_port"] = parse_host_port(args.listen)
     if args.advertise:
         overrides["advertised_host"], overrides["advertised_port"] = parse_host_port(args.advertise)
-    config = BrokerConfig.load(args.config, **overrides)
+    try:
+        config = BrokerConfig.load(args.config, **overrides)
+    except ValueError as exc:  # a setting that cannot be used
+        print(f"weir: {exc}", file=sys.stderr)
+        return 2
+    from weir.broker.security.errors import SecurityConfigError
     from weir.broker.server import run
     from weir.cluster.metadata import MetadataError
 
     try:
         return run(config, ready_file=args.ready_file)
-    except MetadataError as exc:  # ZooKeeper unreachable, node id taken
+    except (MetadataError, SecurityConfigError) as exc:  # ZooKeeper unreachable, no TLS key
         print(f"weir: {exc}", file=sys.stderr)
         return 1

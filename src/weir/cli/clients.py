@@ -1,14 +1,20 @@
 """Console clients on confluent-kafka: `weir topic ...`, `weir produce`, `weir consume`.
 
 They speak only the Kafka protocol, so they work against any Kafka-compatible cluster.
-Every command takes `--bootstrap-server HOST:PORT` (default: $WEIR_BOOTSTRAP or localhost:9092).
+Every command takes `--bootstrap-server HOST:PORT` (default: $WEIR_BOOTSTRAP or localhost:9092)
+and librdkafka's client settings, security ones included (`security.protocol`,
+`sasl.mechanism`, `sasl.username`, `ssl.ca.location`, ...): from a properties file
+(`--command-config FILE`, as kafka-*.sh take it) and `-X KEY=VALUE` (as kcat takes them; these
+win). A Java client's `sasl.jaas.config` is read for its username and password.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
+from pathlib import Path
 from typing import Any, BinaryIO
 
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaException, Producer
@@ -26,6 +32,11 @@ DEFAULT_BOOTSTRAP = "localhost:9092"
 ADMIN_TIMEOUT = 30
 
 
+_PROPERTY = re.compile(r"([^=:\s]+)\s*[=:]\s*(.*)$")
+#: `username="..."` and `password="..."` in a Java client's sasl.jaas.config
+_JAAS_OPTION = re.compile(r'\b(username|password)\s*=\s*"((?:[^"\\]|\\.)*)"')
+
+
 def add_bootstrap(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--bootstrap-server",
@@ -34,10 +45,56 @@ def add_bootstrap(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_client_settings(parser: argparse.ArgumentParser) -> None:
+    """--command-config and -X, for commands whose clients are built with `client_config`."""
+    parser.add_argument(
+        "--command-config",
+        type=Path,
+        metavar="FILE",
+        help="client settings, KEY=VALUE per line (security.protocol, sasl.*, ssl.*, ...)",
+    )
+    parser.add_argument(
+        "-X",
+        dest="client_settings",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a librdkafka client setting (repeatable; wins over --command-config)",
+    )
+
+
+def read_properties(path: Path) -> dict[str, str]:
+    """A Java-style properties file: `key=value` (or `key: value`) lines, `#`/`!` comments."""
+    out: dict[str, str] = {}
+    for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        match = _PROPERTY.match(line)
+        if match is None:
+            raise SystemExit(f"weir: {path}:{number}: expected KEY=VALUE, got {line!r}")
+        out[match.group(1)] = match.group(2)
+    return out
+
+
+def security_settings(args: argparse.Namespace) -> dict[str, str]:
+    """The client settings of --command-config and -X, librdkafka's names."""
+    settings: dict[str, str] = {}
+    if getattr(args, "command_config", None) is not None:
+        settings.update(read_properties(args.command_config))
+    settings.update(_pairs(getattr(args, "client_settings", [])))
+    jaas = settings.pop("sasl.jaas.config", None)
+    if jaas is not None:
+        for key, value in _JAAS_OPTION.findall(jaas):
+            settings.setdefault(f"sasl.{key}", re.sub(r"\\(.)", r"\1", value))
+    return settings
+
+
 def register(commands: Any) -> None:
     _register_topic(commands)
     produce = commands.add_parser("produce", help="send stdin lines to a topic")
     add_bootstrap(produce)
+    add_client_settings(produce)
     produce.add_argument("topic")
     produce.add_argument("--key-separator", help="split each line into KEY SEP VALUE")
     produce.add_argument("--partition", type=int, help="send everything to this partition")
@@ -49,6 +106,7 @@ def register(commands: Any) -> None:
     produce.set_defaults(run=run_produce)
     consume = commands.add_parser("consume", help="print a topic's records")
     add_bootstrap(consume)
+    add_client_settings(consume)
     consume.add_argument("topic")
     consume.add_argument("--group", help="join this consumer group (commits offsets)")
     consume.add_argument("--from-beginning", action="store_true")
@@ -106,6 +164,7 @@ def _register_topic(commands: Any) -> None:
     alter.set_defaults(run=run_topic_alter)
     for parser in (create, listing, describe, delete, alter):
         add_bootstrap(parser)
+        add_client_settings(parser)
 
 
 def _pairs(items: list[str]) -> dict[str, str]:
@@ -119,8 +178,14 @@ def _pairs(items: list[str]) -> dict[str, str]:
 
 
 def client_config(args: argparse.Namespace, **extra: Any) -> dict[str, Any]:
-    """Common settings: librdkafka's own logging off (errors are reported by the command)."""
-    return {"bootstrap.servers": args.bootstrap_server, "log_level": 0, **extra}
+    """Common settings: librdkafka's own logging off (errors are reported by the command),
+    then the command's, then the user's client settings (--command-config, -X)."""
+    return {
+        "bootstrap.servers": args.bootstrap_server,
+        "log_level": 0,
+        **extra,
+        **security_settings(args),
+    }
 
 
 def _admin(args: argparse.Namespace) -> AdminClient:

@@ -16,7 +16,7 @@ from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaExcepti
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
 
-from weir.cli.clients import ADMIN_TIMEOUT, add_bootstrap, client_config
+from weir.cli.clients import ADMIN_TIMEOUT, add_bootstrap, add_client_settings, client_config
 
 NO_OFFSET = -1001
 
@@ -45,6 +45,7 @@ def register(commands: Any) -> None:
     reset.set_defaults(run=run_reset)
     for parser in (listing, describe, delete, reset):
         add_bootstrap(parser)
+        add_client_settings(parser)
 
 
 def run_list(args: argparse.Namespace) -> int:

@@ -22,6 +22,7 @@ from weir.cli import (
     logtool,
     pipeline,
     txn,
+    user,
     zookeeper,
 )
 
@@ -35,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     clients.register(commands)
     groups.register(commands)
     txn.register(commands)
+    user.register(commands)
     consumer.register(commands)
     demo.register(commands)
     logtool.register(commands)

@@ -57,7 +57,7 @@ def _coordinator(
         return -1, "", -1, error, message
     cluster = broker.cluster
     if cluster is None:
-        host, port = broker.config.advertised
+        host, port = broker.advertised
         return broker.config.node_id, host, port, ErrorCode.none, None
     partition = cluster.cache.topics.get(topic, {}).get(index)
     leader = cluster.cache.brokers.get(partition.leader) if partition is not None else None

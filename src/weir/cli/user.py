@@ -1,0 +1,187 @@
+"""`weir user create|delete|list`: SCRAM users, as kafka-configs.sh --entity-type users
+manages them.
+
+Against a running broker they send AlterUserScramCredentials and DescribeUserScramCredentials
+(through librdkafka, which salts the password on this side: the password never reaches the
+broker). With `--data-dir` they edit a stopped or running single-node broker's credential file
+directly, which is how the first user is made when every listener asks for SCRAM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import secrets
+import sys
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import (
+    AdminClient,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialDeletion,
+    UserScramCredentialUpsertion,
+)
+
+from weir.broker.security.credentials import Deletion, ScramCredentialStore, Upsertion
+from weir.broker.security.scram import MAX_ITERATIONS, MECHANISMS, MIN_ITERATIONS
+from weir.cli.clients import ADMIN_TIMEOUT, add_bootstrap, add_client_settings, client_config
+
+DEFAULT_ITERATIONS = 4096
+SALT_BYTES = 32
+_CLIENT_MECHANISMS = {
+    "SCRAM-SHA-256": ScramMechanism.SCRAM_SHA_256,
+    "SCRAM-SHA-512": ScramMechanism.SCRAM_SHA_512,
+}
+
+
+def register(commands: Any) -> None:
+    user = commands.add_parser("user", help="create, delete and list SCRAM users")
+    sub = user.add_subparsers(dest="user_command", required=True, metavar="ACTION")
+    create = sub.add_parser("create", help="add a user's SCRAM credential (or replace it)")
+    create.add_argument("name")
+    create.add_argument("--mechanism", default="SCRAM-SHA-512", choices=sorted(MECHANISMS))
+    create.add_argument(
+        "--iterations",
+        type=int,
+        default=DEFAULT_ITERATIONS,
+        help=f"{MIN_ITERATIONS} to {MAX_ITERATIONS} (default {DEFAULT_ITERATIONS})",
+    )
+    password = create.add_mutually_exclusive_group(required=True)
+    password.add_argument("--password")
+    password.add_argument("--password-file", type=Path, help="its first line is the password")
+    create.set_defaults(run=run_create)
+    delete = sub.add_parser("delete", help="remove a user's SCRAM credentials")
+    delete.add_argument("name")
+    delete.add_argument(
+        "--mechanism", choices=sorted(MECHANISMS), help="only this one (default: all)"
+    )
+    delete.set_defaults(run=run_delete)
+    listing = sub.add_parser("list", help="users with their mechanisms and iteration counts")
+    listing.set_defaults(run=run_list)
+    for parser in (create, delete, listing):
+        add_bootstrap(parser)
+        add_client_settings(parser)
+        parser.add_argument(
+            "--data-dir",
+            type=Path,
+            help="edit this single-node broker's credential file instead of asking a broker",
+        )
+
+
+def run_create(args: argparse.Namespace) -> int:
+    if not MIN_ITERATIONS <= args.iterations <= MAX_ITERATIONS:
+        print(f"weir: --iterations must be {MIN_ITERATIONS} to {MAX_ITERATIONS}", file=sys.stderr)
+        return 2
+    password = _password(args)
+    if not password:
+        print("weir: the password must not be empty", file=sys.stderr)
+        return 2
+    if args.data_dir is not None:
+        mechanism = MECHANISMS[args.mechanism]
+        salt = secrets.token_bytes(SALT_BYTES)
+        salted = mechanism.salted_password(password, salt, args.iterations)
+        credential = mechanism.credential(salted, salt, args.iterations)
+        ScramCredentialStore(args.data_dir).alter([Upsertion(args.name, mechanism, credential)], [])
+    else:
+        info = ScramCredentialInfo(_CLIENT_MECHANISMS[args.mechanism], args.iterations)
+        upsertion = UserScramCredentialUpsertion(args.name, info, password.encode())
+        failed = _alter(args, [upsertion])
+        if failed:
+            return failed
+    print(f"created {args.mechanism} credential for user {args.name}")
+    return 0
+
+
+def run_delete(args: argparse.Namespace) -> int:
+    mechanisms = [args.mechanism] if args.mechanism else None
+    if args.data_dir is not None:
+        store = ScramCredentialStore(args.data_dir)
+        held = sorted(store.users().get(args.name, {}))
+        chosen = [m for m in held if mechanisms is None or m in mechanisms]
+        if not chosen:
+            print(f"weir: user {args.name} has no such SCRAM credential", file=sys.stderr)
+            return 1
+        store.alter([], [Deletion(args.name, MECHANISMS[m]) for m in chosen])
+    else:
+        if mechanisms is None:
+            mechanisms = _held_mechanisms(args)
+            if mechanisms is None:
+                return 1
+        deletions = [
+            UserScramCredentialDeletion(args.name, _CLIENT_MECHANISMS[m]) for m in mechanisms
+        ]
+        failed = _alter(args, deletions)
+        if failed:
+            return failed
+    print(f"deleted SCRAM credentials of user {args.name}")
+    return 0
+
+
+def run_list(args: argparse.Namespace) -> int:
+    if args.data_dir is not None:
+        rows = [
+            (user, mechanism, credential.iterations)
+            for user, entries in ScramCredentialStore(args.data_dir).users().items()
+            for mechanism, credential in entries.items()
+        ]
+    else:
+        admin = _admin(args)  # kept: the futures fail once their client is gone
+        every = admin.describe_user_scram_credentials(request_timeout=ADMIN_TIMEOUT)
+        assert isinstance(every, Future)  # no names: one future for all users
+        try:
+            described = every.result()
+        except KafkaException as exc:
+            return _fail(exc)
+        rows = [
+            (user, info.mechanism.name.replace("_", "-"), info.iterations)
+            for user, description in described.items()
+            for info in description.scram_credential_infos
+        ]
+    for user, mechanism, iterations in sorted(rows):
+        print(f"{user}\t{mechanism}\titerations={iterations}")
+    return 0
+
+
+def _held_mechanisms(args: argparse.Namespace) -> list[str] | None:
+    admin = _admin(args)
+    try:
+        futures = admin.describe_user_scram_credentials(
+            [args.name], request_timeout=ADMIN_TIMEOUT
+        )
+        assert isinstance(futures, dict)  # names given: a future per name
+        description = futures[args.name].result()
+    except KafkaException as exc:
+        _fail(exc)
+        return None
+    return [info.mechanism.name.replace("_", "-") for info in description.scram_credential_infos]
+
+
+def _alter(args: argparse.Namespace, alterations: list[Any]) -> int:
+    admin = _admin(args)
+    futures = admin.alter_user_scram_credentials(alterations, request_timeout=ADMIN_TIMEOUT)
+    try:
+        for future in futures.values():
+            future.result()
+    except KafkaException as exc:
+        return _fail(exc)
+    return 0
+
+
+def _admin(args: argparse.Namespace) -> AdminClient:
+    return AdminClient(client_config(args))
+
+
+def _password(args: argparse.Namespace) -> str:
+    if args.password is not None:
+        return str(args.password)
+    lines = args.password_file.read_text(encoding="utf-8").splitlines()
+    return lines[0] if lines else ""
+
+
+def _fail(exc: KafkaException) -> int:
+    error = exc.args[0] if exc.args else exc
+    print(f"weir: {error.str() if hasattr(error, 'str') else error}", file=sys.stderr)
+    return 1
