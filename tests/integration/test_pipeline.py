@@ -446,19 +446,19 @@ def test_logs_stream_is_exactly_once_across_kill_9(
     assert metrics.groupBy().sum("lines").collect()[0][0] == logs.count()
     report = json.loads(job.output().strip().splitlines()[-1])
     assert report["records"] > 0
-    # The feeder cycles through the same lines: each message has the same template id in the
-    # batches committed before the kill as in those after the restart.
+    # Masked messages recur across the kill: each has the same template id in the batches
+    # committed before the kill as in those after the restart (the miner was restored).
     stamped = spark.read.parquet(f"{warehouse}/logs").selectExpr(
-        "source", "message", "template_id",
+        "source", "message", "template", "template_id",
         "cast(regexp_extract(input_file_name(), 'batch-([0-9]+)-', 1) as int) as batch",
     ).collect()  # fmt: skip
     assert all(row["template_id"] is not None for row in stamped)
-    before = {(r["source"], r["message"]): r["template_id"] for r in stamped
+    before = {(r["source"], r["template"]): r["template_id"] for r in stamped
               if r["batch"] in batches_before_kill}  # fmt: skip
-    after = {(r["source"], r["message"]): r["template_id"] for r in stamped
+    after = {(r["source"], r["template"]): r["template_id"] for r in stamped
              if r["batch"] not in batches_before_kill}  # fmt: skip
     both = before.keys() & after.keys()
-    assert len(both) > 100
+    assert len(both) >= 5, (len(before), len(after))
     assert {key: before[key] for key in both} == {key: after[key] for key in both}
     ids_of_message: dict[tuple[str, str], set[int]] = {}
     for r in stamped:
