@@ -455,15 +455,7 @@ class GroupCoordinator:
         if error is not ErrorCode.none:
             return dict.fromkeys(offsets, error)
         group = self.groups[group_id]
-        results: dict[TopicPartition, ErrorCode] = {}
-        accepted: dict[TopicPartition, CommittedOffset] = {}
-        for tp, committed in offsets.items():
-            if not known_partition(*tp):
-                results[tp] = ErrorCode.unknown_topic_or_partition
-            elif len(committed.metadata.encode()) > self.config.offset_metadata_max_bytes:
-                results[tp] = ErrorCode.offset_metadata_too_large
-            else:
-                accepted[tp] = committed
+        results, accepted = self._screen(offsets, known_partition)
         entries = [(offset_key(group_id, t, p), offset_value(c)) for (t, p), c in accepted.items()]
         written = self.store.write(group_id, entries)
         if written is ErrorCode.none:
@@ -495,6 +487,19 @@ class GroupCoordinator:
             error = ErrorCode.none
         if error is not ErrorCode.none:
             return dict.fromkeys(offsets, error)
+        results, accepted = self._screen(offsets, known_partition)
+        entries = [(offset_key(group_id, t, p), offset_value(c)) for (t, p), c in accepted.items()]
+        written = self.store.write(group_id, entries, producer=producer)
+        if written is ErrorCode.none:
+            pending = self.pending_txn.setdefault(producer[0], {}).setdefault(group_id, {})
+            pending.update(accepted)
+        results.update(dict.fromkeys(accepted, written))
+        return results
+
+    def _screen(
+        self, offsets: dict[TopicPartition, CommittedOffset], known_partition: Any
+    ) -> tuple[dict[TopicPartition, ErrorCode], dict[TopicPartition, CommittedOffset]]:
+        """(refusals, accepted offsets): unknown partitions and oversized metadata refused."""
         results: dict[TopicPartition, ErrorCode] = {}
         accepted: dict[TopicPartition, CommittedOffset] = {}
         for tp, committed in offsets.items():
@@ -504,13 +509,7 @@ class GroupCoordinator:
                 results[tp] = ErrorCode.offset_metadata_too_large
             else:
                 accepted[tp] = committed
-        entries = [(offset_key(group_id, t, p), offset_value(c)) for (t, p), c in accepted.items()]
-        written = self.store.write(group_id, entries, producer=producer)
-        if written is ErrorCode.none:
-            pending = self.pending_txn.setdefault(producer[0], {}).setdefault(group_id, {})
-            pending.update(accepted)
-        results.update(dict.fromkeys(accepted, written))
-        return results
+        return results, accepted
 
     def complete_transaction(self, producer_id: int, commit: bool) -> None:
         """A marker of `producer_id` reached `__consumer_offsets`: its pending offsets take
