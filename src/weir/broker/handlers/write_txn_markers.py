@@ -2,7 +2,8 @@
 of some of the transaction's partitions, to end it there: a COMMIT or ABORT control batch is
 appended to each and replicated to its in-sync replicas before the answer (as Kafka's leaders
 do). On `__consumer_offsets` the marker also applies or drops the offsets the producer committed
-in the transaction. Served in cluster mode only."""
+in the transaction. An operator's `weir txn abort` (Kafka's admin abortTransaction) sends an
+ABORT for a hanging transaction the same way, on a single node too."""
 
 from __future__ import annotations
 
