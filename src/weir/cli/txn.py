@@ -92,7 +92,9 @@ def register(commands: Any) -> None:
 
 
 def _register_abort(sub: Any) -> argparse.ArgumentParser:
-    abort = sub.add_parser("abort", help="abort a hanging transaction on one partition")
+    abort: argparse.ArgumentParser = sub.add_parser(
+        "abort", help="abort a hanging transaction on one partition"
+    )
     abort.add_argument("--topic", required=True)
     abort.add_argument("--partition", type=int, required=True)
     abort.add_argument("--start-offset", type=int,

@@ -18,6 +18,8 @@ from weir.protocol.codec import Request, response_module
 async def handle(broker: BrokerContext, request: Request) -> Any:
     m = response_module(ApiKey.WRITE_TXN_MARKERS, request.api_version)
     now = broker.clock.milliseconds()
+    verification = broker.verification
+    on_marker = verification.guards.marker_written if verification is not None else None
     results = []
     for marker in request.body.markers:
         partitions = [(t.name, int(i)) for t in marker.topics for i in t.partition_indexes]
@@ -25,7 +27,7 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
                               marker.coordinator_epoch, marker.transaction_result, now)  # fmt: skip
         outcome = await append_markers_here(
             broker.replicas, batch, marker.producer_id, marker.transaction_result, partitions,
-            broker.groups.complete_transaction,
+            broker.groups.complete_transaction, on_marker,
         )  # fmt: skip
         by_topic: dict[str, list[Any]] = {}
         for (topic, index), error in outcome.items():
