@@ -194,6 +194,8 @@ class TxnRun:
     client_errors: dict[str, int]
     values_read: int
     seconds: float
+    #: commits per second before the first fault (when measured)
+    quiet_commits_per_s: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -214,7 +216,12 @@ class TxnRun:
             "client_errors": self.client_errors,
             "seconds": self.seconds,
             "commits_per_s": round(len(self.outcomes.committed) / max(self.seconds, 0.001), 2),
+            "quiet_commits_per_s": _rounded(self.quiet_commits_per_s),
         }
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 2)
 
 
 def run_txn_faults(
@@ -225,11 +232,13 @@ def run_txn_faults(
     seed: int,
     time_limit_s: float = 600.0,
     recover_timeout: float = 60.0,
+    quiet_s: float = 0.0,
     log: Callable[[str], None] = print,
 ) -> TxnRun:
-    """Create `topic` (RF 3, min.insync.replicas 2), run the transactional writer through up to
-    `rounds` kill -9 rounds (no new round after `time_limit_s`), then read with read_committed
-    and check."""
+    """Create `topic` (RF 3, min.insync.replicas 2), run the transactional writer for `quiet_s`
+    seconds without faults (its commit rate is the baseline), then through up to `rounds`
+    kill -9 rounds (no new round after `time_limit_s`), then read with read_committed and
+    check."""
     started = time.monotonic()
     rng = random.Random(seed)
     log(f"transaction fault seed {seed}")
@@ -237,8 +246,12 @@ def run_txn_faults(
     writer = TransactionalWriter(cluster.bootstrap, topic)
     writer.start()
     records: list[TxnRound] = []
+    quiet_rate: float | None = None
     try:
         fk.eventually(lambda: len(writer.outcomes.committed) >= 3, 30)
+        before = len(writer.outcomes.committed)
+        time.sleep(quiet_s)
+        quiet_rate = (len(writer.outcomes.committed) - before) / quiet_s if quiet_s else None
         for number, kind in enumerate(fk.fault_plan(rounds, rng, TXN_FAULT_KINDS), 1):
             if time.monotonic() - started > time_limit_s:
                 log(f"time limit reached after {number - 1} rounds")
@@ -252,7 +265,7 @@ def run_txn_faults(
     seconds = round(time.monotonic() - started, 1)
     anomalies = check(writer.outcomes, values)
     return TxnRun(seed, records, writer.outcomes, anomalies, dict(writer.errors), len(values),
-                  seconds)  # fmt: skip
+                  seconds, quiet_rate)  # fmt: skip
 
 
 def _round(
