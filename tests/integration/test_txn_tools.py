@@ -100,7 +100,7 @@ def test_describe_producers_shows_an_open_transaction(broker):
     assert start == -1
 
 
-def test_find_hanging_names_what_no_coordinator_knows(broker):
+def test_find_hanging_names_what_no_coordinator_knows_and_abort_ends_it(broker):
     topic, producer = _open_transaction(broker)
     running = _find_hanging(broker, topic)
     assert running.returncode == 0, running.stderr
@@ -116,14 +116,6 @@ def test_find_hanging_names_what_no_coordinator_knows(broker):
     [_, row] = lost.stdout.strip().splitlines()
     assert row.split()[:2] == [topic, "0"]
 
-
-def test_abort_ends_a_hanging_transaction(broker):
-    topic, producer = _open_transaction(broker)
-    del producer
-    broker.kill()
-    for state in broker.data_dir.glob("__transaction_state-*"):
-        shutil.rmtree(state)
-    broker.start()
     plain = Producer({"bootstrap.servers": broker.bootstrap, "log_level": 0})
     for i in range(3):
         plain.produce(topic, f"after-{i}".encode(), partition=0)
