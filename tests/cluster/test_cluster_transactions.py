@@ -2,10 +2,13 @@
 id's `__transaction_state` partition, replicated three ways) sends COMMIT and ABORT markers to
 the leaders of the transaction's partitions with WriteTxnMarkers; read_committed consumers on
 any broker see committed records only. An exactly-once consume-transform-produce loop keeps its
-promise while the broker coordinating its transactions is killed with -9 and restarted."""
+promise while the broker coordinating its transactions is killed with -9 and restarted. A leader
+whose producer's coordinator is another broker asks it (AddPartitionsToTxn v4, KIP-890) before
+taking a producer's first transactional batch on a partition, and refuses a stray one."""
 
 from __future__ import annotations
 
+import datetime
 import subprocess
 import sys
 import time
@@ -13,11 +16,26 @@ import uuid
 from pathlib import Path
 
 import pytest
-from cluster_brokers import ClusterBroker, create_topics, exchange, poll, start_three
+from cluster_brokers import (
+    ClusterBroker,
+    create_topics,
+    exchange,
+    poll,
+    start_three,
+    wait_same_everywhere,
+)
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.add_partitions_to_txn.v3 import request as add_partitions
+from kio.schema.describe_producers.v0.request import DescribeProducersRequest, TopicRequest
+from kio.schema.end_txn.v3.request import EndTxnRequest
+from kio.schema.errors import ErrorCode
 from kio.schema.find_coordinator.v3.request import FindCoordinatorRequest
-from kio.static.primitive import i8
+from kio.schema.init_producer_id.v1.request import InitProducerIdRequest
+from kio.schema.produce.v9 import request as produce
+from kio.static.primitive import i8, i16, i32
+
+from weir.records import BatchSpec, Record, build_batch
 
 TIMEOUT = 60
 PARTITIONS = 3
@@ -27,6 +45,7 @@ CONFIG = {
     "transaction.state.log.num.partitions": 3,
 }
 FIND_COORDINATOR, TRANSACTION = 10, 1
+PRODUCE, INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, END_TXN, DESCRIBE_PRODUCERS = 0, 22, 24, 26, 61
 PROCESSOR = Path(__file__).resolve().parent.parent / "integration" / "eos_processor.py"
 
 
@@ -133,3 +152,68 @@ def _transaction_coordinator(broker: ClusterBroker, transactional_id: str) -> in
 
     node_id, _ = poll(found, TIMEOUT, f"the coordinator of {transactional_id}")
     return node_id
+
+
+def test_a_leader_refuses_a_batch_its_remote_coordinator_did_not_add(cluster):
+    """Raw requests, as a producer that skips AddPartitionsToTxn would send them: refused
+    (INVALID_TXN_STATE) before the partition is added, taken after, refused again once the
+    transaction ended there."""
+    _topics(cluster[1], "verified")
+    leaders = wait_same_everywhere(cluster.values(), "verified", PARTITIONS).leaders("verified")
+    coordinator = _transaction_coordinator(cluster[1], "stray")
+    partition, leader = next((p, n) for p, n in sorted(leaders.items()) if n != coordinator)
+    at_coordinator = cluster[coordinator].address
+
+    def init() -> tuple[int, int] | None:
+        body = InitProducerIdRequest(
+            transactional_id="stray", transaction_timeout=datetime.timedelta(seconds=60)
+        )
+        response = exchange(at_coordinator, INIT_PRODUCER_ID, 1, body)
+        ok = response.error_code == ErrorCode.none
+        return (int(response.producer_id), int(response.producer_epoch)) if ok else None
+
+    (producer_id, epoch), _ = poll(init, TIMEOUT, "a producer id for 'stray'")
+
+    def send(sequence: int) -> ErrorCode:
+        record = Record(offset=0, timestamp=0, key=None, value=f"v{sequence}".encode())
+        batch = build_batch([record], spec=BatchSpec(
+            producer_id=producer_id, producer_epoch=epoch, base_sequence=sequence,
+            transactional=True))  # fmt: skip
+        body = produce.ProduceRequest(
+            transactional_id="stray", acks=-1, timeout=datetime.timedelta(seconds=10),
+            topic_data=(produce.TopicProduceData(name="verified", partition_data=(
+                produce.PartitionProduceData(index=partition, records=batch),)),),
+        )  # fmt: skip
+        response = exchange(cluster[leader].address, PRODUCE, 9, body)
+        return response.responses[0].partition_responses[0].error_code
+
+    assert send(0) is ErrorCode.invalid_txn_state
+    added = exchange(at_coordinator, ADD_PARTITIONS_TO_TXN, 3,
+                     add_partitions.AddPartitionsToTxnRequest(
+        v3_and_below_transactional_id="stray", v3_and_below_producer_id=producer_id,
+        v3_and_below_producer_epoch=i16(epoch), v3_and_below_topics=(
+            add_partitions.AddPartitionsToTxnTopic(name="verified", partitions=(i32(partition),)),
+        )))  # fmt: skip
+    assert added.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code \
+        is ErrorCode.none  # fmt: skip
+    assert send(0) is ErrorCode.none
+    assert send(1) is ErrorCode.none  # the transaction is open there now: no second question
+    ended = exchange(at_coordinator, END_TXN, 3, EndTxnRequest(
+        transactional_id="stray", producer_id=producer_id, producer_epoch=i16(epoch),
+        committed=True))  # fmt: skip
+    assert ended.error_code is ErrorCode.none
+
+    def closed_on_the_leader() -> bool:
+        wanted = TopicRequest(name="verified", partition_indexes=(i32(partition),))
+        response = exchange(cluster[leader].address, DESCRIBE_PRODUCERS, 0,
+                            DescribeProducersRequest(topics=(wanted,)))  # fmt: skip
+        states = response.topics[0].partitions[0].active_producers
+        return all(s.current_txn_start_offset < 0 for s in states)
+
+    poll(closed_on_the_leader, TIMEOUT, "the commit marker on the leader")
+    # NOT_ENOUGH_REPLICAS (retried by producers) until the coordinator has completed the commit
+    answer, _ = poll(lambda: (e := send(2)) is not ErrorCode.not_enough_replicas and e,
+                     TIMEOUT, "a final answer")  # fmt: skip
+    assert answer is ErrorCode.invalid_txn_state
+    assert sorted(v for vs in _read_committed(cluster[1], "verified").values() for v in vs) == [
+        b"v0", b"v1"]  # fmt: skip

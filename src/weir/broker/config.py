@@ -113,6 +113,9 @@ class BrokerConfig:
     transaction_state_log_replication_factor: int = 3
     transaction_state_log_min_isr: int = 2
     transaction_state_log_segment_bytes: int = 100 * 1024 * 1024
+    #: KIP-890: a partition leader checks with the coordinator that a producer's first
+    #: transactional batch on a partition belongs to its ongoing transaction
+    transaction_partition_verification_enable: bool = True
     #: `listeners` as Kafka writes it (`NAME://HOST:PORT,...`); None: one PLAINTEXT listener on
     #: listen_host:listen_port. The first listener's address is listen_host:listen_port too.
     listeners: str | None = None

@@ -18,6 +18,7 @@ from weir.broker.security.credentials import ScramCredentialStore
 from weir.broker.security.session import current_session
 from weir.broker.topics import TopicManager
 from weir.broker.txn.coordinator import TransactionCoordinator
+from weir.broker.txn.verification import TransactionVerifier
 from weir.clock import Clock
 from weir.cluster.metadata import MetadataStore
 
@@ -55,6 +56,8 @@ class BrokerContext:
     transactions: TransactionCoordinator | None = None
     #: SCRAM credentials (single node); None in cluster mode
     scram_credentials: ScramCredentialStore | None = None
+    #: KIP-890's check of transactional batches against their coordinator
+    verification: TransactionVerifier | None = None
 
     @property
     def advertised(self) -> tuple[str, int]:

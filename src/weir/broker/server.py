@@ -52,6 +52,7 @@ from weir.broker.tuning import apply_allocator_settings
 from weir.broker.txn.coordinator import TransactionCoordinator, TxnConfig
 from weir.broker.txn.markers import LocalMarkerWriter
 from weir.broker.txn.store import TransactionStore
+from weir.broker.txn.verification import VerificationGuards, build_verifier
 from weir.broker.wire import ChunkedResponse
 from weir.clock import Clock, SystemClock, ThreadScheduler
 from weir.cluster.metadata import EmbeddedMetadataStore, MetadataStore
@@ -162,6 +163,9 @@ class Broker:
             ),
         )
         producer_ids = ProducerIdAllocator(metadata)
+        guards = VerificationGuards()
+        transactions = self._transaction_coordinator(replicas, topics, producer_ids, groups, guards)
+        leader_of = self.cluster.leader_of if self.cluster is not None else None
         return BrokerContext(
             config,
             metadata,
@@ -172,8 +176,16 @@ class Broker:
             self.clock,
             self._request_log,
             self.cluster,
-            self._transaction_coordinator(replicas, topics, producer_ids, groups),
+            transactions,
             None if self.cluster else ScramCredentialStore(config.all_log_dirs[0]),
+            build_verifier(
+                transactions,
+                replicas,
+                guards,
+                leader_of=leader_of,
+                enabled=config.transaction_partition_verification_enable,
+                node_id=config.node_id,
+            ),
         )
 
     def _transaction_coordinator(
@@ -182,6 +194,7 @@ class Broker:
         topics: TopicManager,
         producer_ids: ProducerIdAllocator,
         groups: GroupCoordinator,
+        guards: VerificationGuards,
     ) -> TransactionCoordinator:
         config = self.config
         store = TransactionStore(
@@ -213,6 +226,7 @@ class Broker:
                 on_offsets_marker=groups.complete_transaction,
                 node_id=config.node_id,
                 leader_of=self.cluster.leader_of if self.cluster is not None else None,
+                on_marker=guards.marker_written,
             ),
             producer_ids.next_id,
         )
@@ -331,6 +345,8 @@ class Broker:
         await asyncio.gather(*self._connections, return_exceptions=True)
         if self.context.transactions is not None:
             await self.context.transactions.close()
+        if self.context.verification is not None:
+            self.context.verification.close()
         if self.cluster is not None:
             await self.cluster.stop_replicating()
             await asyncio.get_running_loop().run_in_executor(None, self.cluster.close)

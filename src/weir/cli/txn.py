@@ -6,6 +6,9 @@ transaction) and asks it (DescribeTransactions). find-hanging asks the leaders o
 partitions which producers have a transaction open there (DescribeProducers) and reports those
 open longer than the longest transaction timeout whose coordinator knows no such ongoing
 transaction on that partition: their records hold read_committed consumers back for good.
+abort ends such a transaction as Kafka's admin abortTransaction does: it finds the producer
+whose transaction starts at the given offset (DescribeProducers), or takes its id and epochs as
+given, and asks the partition's leader to write an ABORT marker (WriteTxnMarkers).
 librdkafka has no admin call for these, so they speak the Kafka protocol directly, one request
 at a time.
 """
@@ -33,8 +36,13 @@ from kio.schema.metadata.v1.request import MetadataRequest
 from kio.schema.metadata.v4.request import MetadataRequest as MetadataRequestV4
 from kio.schema.metadata.v4.request import MetadataRequestTopic
 from kio.schema.types import ProducerId, TopicName, TransactionalId
+from kio.schema.write_txn_markers.v1.request import (
+    WritableTxnMarker,
+    WritableTxnMarkerTopic,
+    WriteTxnMarkersRequest,
+)
 from kio.serial import entity_reader
-from kio.static.primitive import TZAware, i8, i32, i64
+from kio.static.primitive import TZAware, i8, i16, i32, i64
 
 from weir.broker.config import parse_host_port
 from weir.cli.clients import ADMIN_TIMEOUT, add_bootstrap
@@ -78,8 +86,27 @@ def register(commands: Any) -> None:
                          help="the brokers' transaction.max.timeout.ms, in minutes (default 15): "
                          "only transactions open longer are considered")  # fmt: skip
     hanging.set_defaults(run=run_find_hanging)
-    for parser in (listing, describe, hanging):
+    abort = _register_abort(sub)
+    for parser in (listing, describe, hanging, abort):
         add_bootstrap(parser)
+
+
+def _register_abort(sub: Any) -> argparse.ArgumentParser:
+    abort: argparse.ArgumentParser = sub.add_parser(
+        "abort", help="abort a hanging transaction on one partition"
+    )
+    abort.add_argument("--topic", required=True)
+    abort.add_argument("--partition", type=int, required=True)
+    abort.add_argument("--start-offset", type=int,
+                       help="the first offset of the open transaction to abort")  # fmt: skip
+    given = abort.add_argument_group(
+        "or the producer itself", "as DescribeProducers (and `weir txn find-hanging`) show it"
+    )
+    given.add_argument("--producer-id", type=int)
+    given.add_argument("--producer-epoch", type=int)
+    given.add_argument("--coordinator-epoch", type=int)
+    abort.set_defaults(run=run_abort)
+    return abort
 
 
 class Connection:
@@ -250,17 +277,31 @@ def hanging(
     return out
 
 
-def run_find_hanging(args: argparse.Namespace) -> int:
-    host, port = parse_host_port(args.bootstrap_server)
+class TxnToolError(Exception):
+    """A failure the command reports on one line and exits 1 for."""
+
+
+def _topic_metadata(bootstrap: str, name: str) -> tuple[dict[int, tuple[str, int]], Any]:
+    """(node id -> address of every broker, the topic's metadata); TxnToolError if the topic
+    is unknown."""
+    host, port = parse_host_port(bootstrap)
     with Connection(host, port) as conn:
         metadata = conn.call(ApiKey.METADATA, 4, MetadataRequestV4(
-            topics=(MetadataRequestTopic(name=TopicName(args.topic)),),
+            topics=(MetadataRequestTopic(name=TopicName(name)),),
             allow_auto_topic_creation=False))  # fmt: skip
     brokers = {b.node_id: (b.host, b.port) for b in metadata.brokers}
-    topic = next((t for t in metadata.topics if t.name == args.topic), None)
+    topic = next((t for t in metadata.topics if t.name == name), None)
     if topic is None or topic.error_code is not ErrorCode.none:
         reason = topic.error_code.name if topic is not None else "not found"
-        print(f"weir: topic {args.topic!r}: {reason}", file=sys.stderr)
+        raise TxnToolError(f"topic {name!r}: {reason}")
+    return brokers, topic
+
+
+def run_find_hanging(args: argparse.Namespace) -> int:
+    try:
+        brokers, topic = _topic_metadata(args.bootstrap_server, args.topic)
+    except TxnToolError as exc:
+        print(f"weir: {exc}", file=sys.stderr)
         return 1
     by_leader: dict[int, list[int]] = {}
     for p in topic.partitions:
@@ -320,3 +361,90 @@ def _coordinators_of(
                         known[state.producer_id] = (state.transaction_state, partitions)
         del node_id
     return known
+
+
+# ---- abort ---------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AbortSpec:
+    """What an ABORT marker for one partition needs (Kafka's AbortTransactionSpec)."""
+
+    topic: str
+    partition: int
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int
+
+
+def run_abort(args: argparse.Namespace) -> int:
+    try:
+        leader = _partition_leader(args.bootstrap_server, args.topic, args.partition)
+        spec = _abort_spec(args, leader)
+        _write_abort_marker(leader, spec)
+    except TxnToolError as exc:
+        print(f"weir: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _partition_leader(bootstrap: str, topic: str, partition: int) -> tuple[str, int]:
+    brokers, metadata = _topic_metadata(bootstrap, topic)
+    found = next((p for p in metadata.partitions if p.partition_index == partition), None)
+    if found is None:
+        raise TxnToolError(f"topic {topic!r} has no partition {partition}")
+    if found.leader_id not in brokers:
+        raise TxnToolError(f"{topic}-{partition} has no leader now")
+    return brokers[found.leader_id]
+
+
+def _abort_spec(args: argparse.Namespace, leader: tuple[str, int]) -> AbortSpec:
+    """The producer to abort: the one whose open transaction starts at --start-offset, or the
+    one named by --producer-id, --producer-epoch and --coordinator-epoch."""
+    if args.start_offset is not None:
+        return _open_transaction_at(leader, args.topic, args.partition, args.start_offset)
+    if args.producer_id is None:
+        raise TxnToolError("name the transaction to abort with --start-offset, or with "
+                           "--producer-id, --producer-epoch and --coordinator-epoch")  # fmt: skip
+    for option in ("producer_epoch", "coordinator_epoch"):
+        if getattr(args, option) is None:
+            raise TxnToolError(f"--{option.replace('_', '-')} is required with --producer-id")
+    # -1 (no marker seen yet) becomes 0, which no coordinator epoch is below
+    return AbortSpec(args.topic, args.partition, args.producer_id, args.producer_epoch,
+                     max(args.coordinator_epoch, 0))  # fmt: skip
+
+
+def _open_transaction_at(
+    leader: tuple[str, int], topic: str, partition: int, start_offset: int
+) -> AbortSpec:
+    wanted = TopicRequest(name=TopicName(topic), partition_indexes=(i32(partition),))
+    with Connection(*leader) as conn:
+        response = conn.call(ApiKey.DESCRIBE_PRODUCERS, 0,
+                             DescribeProducersRequest(topics=(wanted,)))  # fmt: skip
+    [state] = [p for t in response.topics for p in t.partitions]
+    if state.error_code is not ErrorCode.none:
+        raise TxnToolError(f"cannot read the producers of {topic}-{partition}: "
+                           f"{state.error_code.name}")  # fmt: skip
+    for producer in state.active_producers:
+        if producer.current_txn_start_offset == start_offset:
+            return AbortSpec(topic, partition, producer.producer_id, producer.producer_epoch,
+                             max(producer.coordinator_epoch, 0))  # fmt: skip
+    raise TxnToolError(f"no open transaction starts at offset {start_offset} of "
+                       f"{topic}-{partition}")  # fmt: skip
+
+
+def _write_abort_marker(leader: tuple[str, int], spec: AbortSpec) -> None:
+    body = WriteTxnMarkersRequest(markers=(WritableTxnMarker(
+        producer_id=ProducerId(spec.producer_id), producer_epoch=i16(spec.producer_epoch),
+        transaction_result=False, coordinator_epoch=i32(spec.coordinator_epoch),
+        topics=(WritableTxnMarkerTopic(name=TopicName(spec.topic),
+                                       partition_indexes=(i32(spec.partition),)),),
+    ),))  # fmt: skip
+    with Connection(*leader) as conn:
+        response = conn.call(ApiKey.WRITE_TXN_MARKERS, 1, body)
+    errors = [p.error_code for m in response.markers for t in m.topics for p in t.partitions]
+    if errors != [ErrorCode.none]:
+        reason = errors[0].name if errors else "no answer for the partition"
+        raise TxnToolError(f"aborting the transaction of producer {spec.producer_id} (epoch "
+                           f"{spec.producer_epoch}) on {spec.topic}-{spec.partition} failed: "
+                           f"{reason}")  # fmt: skip

@@ -81,12 +81,14 @@ ADVERTISED: Final = MappingProxyType(
         ApiKey.DELETE_RECORDS: (0, 2),
         ApiKey.INIT_PRODUCER_ID: (0, 4),
         ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
-        # v4+ is the broker-to-broker batched form (KIP-890 verification), not served
+        # v4 is the broker-to-broker batched form (KIP-890 verification): cluster mode only
         ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
         ApiKey.ADD_OFFSETS_TO_TXN: (0, 4),
         # v5 is KIP-890's epoch bump at every EndTxn (transaction version 2), not served
         ApiKey.END_TXN: (0, 4),
         ApiKey.TXN_OFFSET_COMMIT: (0, 3),
+        # coordinators' markers in a cluster; an operator's abort of a hanging transaction
+        ApiKey.WRITE_TXN_MARKERS: (1, 1),
         ApiKey.DESCRIBE_CONFIGS: (1, 4),
         ApiKey.ALTER_CONFIGS: (0, 2),
         ApiKey.CREATE_PARTITIONS: (0, 3),
@@ -128,10 +130,11 @@ INTER_BROKER_VERSIONS: Final = MappingProxyType(
 )
 
 
-#: Served in cluster mode only, to other brokers: a leader's ISR changes, sent to the controller,
-#: and transaction markers, sent by transaction coordinators to partition leaders.
+#: Served in cluster mode only, to other brokers (these ranges replace ADVERTISED's): a leader's
+#: ISR changes, sent to the controller, and a leader's question whether a partition is in a
+#: producer's transaction, sent to its coordinator (AddPartitionsToTxn v4, KIP-890).
 CLUSTER_ONLY_VERSIONS: Final = MappingProxyType(
-    {ApiKey.ALTER_PARTITION: (2, 3), ApiKey.WRITE_TXN_MARKERS: (1, 1)}
+    {ApiKey.ALTER_PARTITION: (2, 3), ApiKey.ADD_PARTITIONS_TO_TXN: (0, 4)}
 )
 
 

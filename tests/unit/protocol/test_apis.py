@@ -18,7 +18,7 @@ from weir.protocol.apis import (
 
 
 def test_every_advertised_api_has_a_handler_and_every_handler_is_advertised() -> None:
-    cluster_only = set(INTER_BROKER_VERSIONS) | set(CLUSTER_ONLY_VERSIONS)
+    cluster_only = (set(INTER_BROKER_VERSIONS) | set(CLUSTER_ONLY_VERSIONS)) - set(ADVERTISED)
     assert set(ADVERTISED) == set(HANDLERS) - cluster_only
 
 
@@ -30,8 +30,12 @@ def test_a_cluster_broker_handles_the_controllers_requests() -> None:
         InterBrokerApiKey.UPDATE_METADATA,
         InterBrokerApiKey.CONTROLLED_SHUTDOWN,
         ApiKey.ALTER_PARTITION,
-        ApiKey.WRITE_TXN_MARKERS,
     }
+
+
+def test_a_cluster_broker_answers_add_partitions_to_txn_v4_from_other_brokers() -> None:
+    assert ADVERTISED[ApiKey.ADD_PARTITIONS_TO_TXN] == (0, 3)
+    assert cluster_advertised()[ApiKey.ADD_PARTITIONS_TO_TXN] == (0, 4)
 
 
 def test_api_key_names_are_kafkas() -> None:

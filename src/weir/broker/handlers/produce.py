@@ -17,7 +17,6 @@ from weir.broker.context import BrokerContext, make
 from weir.protocol.apis import ApiKey
 from weir.protocol.codec import Request, response_module
 from weir.protocol.errors import InvalidRequestError
-from weir.records import BatchHeader
 
 ACKS_ALL = -1
 VALID_ACKS = (0, 1, ACKS_ALL)
@@ -28,11 +27,12 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
     body = request.body
     answered: list[tuple[str, list[Any]]] = []
     waits = []
+    refused = await _verify_transactional(broker, body)
     for topic in body.topic_data:
         partitions: list[Any] = []
         for data in topic.partition_data:
             response, message, end_offset = _append(
-                m, broker, topic.name, data, body.acks, getattr(body, "transactional_id", None)
+                m, broker, topic.name, data, body.acks, refused.get((topic.name, data.index))
             )
             if response.error_code != ErrorCode.none:
                 where = f"{topic.name}-{data.index}"
@@ -80,17 +80,22 @@ async def _wait_replicated(
 
 
 def _append(
-    m: Any, broker: BrokerContext, topic: str, data: Any, acks: int, transactional_id: str | None
+    m: Any,
+    broker: BrokerContext,
+    topic: str,
+    data: Any,
+    acks: int,
+    refused: tuple[ErrorCode, str] | None,
 ) -> tuple[Any, str | None, int]:
     """The partition's response, the reason for its error if it has one, and the log end
-    offset after the append (-1 if nothing was appended)."""
+    offset after the append (-1 if nothing was appended). `refused`: why transaction
+    verification refused the batch, if it did."""
     if acks not in VALID_ACKS:
         message = f"acks={acks}"
         return _error(m, data.index, ErrorCode.invalid_required_acks, message), message, -1
-    if body_is_transactional(data.records):
-        error, message = _verify_transactional(broker, topic, data, transactional_id)
-        if error is not ErrorCode.none:
-            return _error(m, data.index, error, message), message, -1
+    if refused is not None:
+        error, message = refused
+        return _error(m, data.index, error, message), message, -1
     result = broker.replicas.append(topic, data.index, data.records, acks=acks)
     record_errors: tuple[Any, ...] = ()
     if hasattr(m, "BatchIndexAndErrorMessage"):
@@ -111,27 +116,17 @@ def _append(
     return response, result.message, result.end_offset
 
 
-def _verify_transactional(
-    broker: BrokerContext, topic: str, data: Any, transactional_id: str | None
-) -> tuple[ErrorCode, str]:
-    """A transactional batch needs the request's transactional id and, where this broker
-    coordinates that id, an open transaction of its producer that includes the partition (a
-    coordinator on another broker is not asked: KIP-890's AddPartitionsToTxn verification)."""
-    if transactional_id is None:
-        return ErrorCode.invalid_txn_state, "a transactional batch without a transactional id"
-    coordinator = broker.transactions
-    if coordinator is None or not coordinator.store.is_coordinator(transactional_id):
-        return ErrorCode.none, ""
-    fields = BatchHeader(data.records).fields()
-    error = coordinator.verify(
-        transactional_id, fields.producer_id, fields.producer_epoch, (topic, data.index)
-    )
-    if error is ErrorCode.none:
-        return error, ""
-    return error, (
-        f"producer {fields.producer_id} (epoch {fields.producer_epoch}) has no open transaction "
-        f"{transactional_id!r} that includes {topic}-{data.index}"
-    )
+async def _verify_transactional(
+    broker: BrokerContext, body: Any
+) -> dict[tuple[str, int], tuple[ErrorCode, str]]:
+    """The transactional batches that KIP-890's verification refuses (see
+    `weir.broker.txn.verification`): one check per partition of a transaction."""
+    batches = [(topic.name, data.index, data.records)
+               for topic in body.topic_data for data in topic.partition_data
+               if body_is_transactional(data.records)]  # fmt: skip
+    if not batches or broker.verification is None or body.acks not in VALID_ACKS:
+        return {}
+    return await broker.verification.verify(getattr(body, "transactional_id", None), batches)
 
 
 def body_is_transactional(records: bytes | None) -> bool:

@@ -2,7 +2,8 @@
 of some of the transaction's partitions, to end it there: a COMMIT or ABORT control batch is
 appended to each and replicated to its in-sync replicas before the answer (as Kafka's leaders
 do). On `__consumer_offsets` the marker also applies or drops the offsets the producer committed
-in the transaction. Served in cluster mode only."""
+in the transaction. An operator's `weir txn abort` (Kafka's admin abortTransaction) sends an
+ABORT for a hanging transaction the same way, on a single node too."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from weir.protocol.codec import Request, response_module
 async def handle(broker: BrokerContext, request: Request) -> Any:
     m = response_module(ApiKey.WRITE_TXN_MARKERS, request.api_version)
     now = broker.clock.milliseconds()
+    verification = broker.verification
+    on_marker = verification.guards.marker_written if verification is not None else None
     results = []
     for marker in request.body.markers:
         partitions = [(t.name, int(i)) for t in marker.topics for i in t.partition_indexes]
@@ -24,7 +27,7 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
                               marker.coordinator_epoch, marker.transaction_result, now)  # fmt: skip
         outcome = await append_markers_here(
             broker.replicas, batch, marker.producer_id, marker.transaction_result, partitions,
-            broker.groups.complete_transaction,
+            broker.groups.complete_transaction, on_marker,
         )  # fmt: skip
         by_topic: dict[str, list[Any]] = {}
         for (topic, index), error in outcome.items():

@@ -505,20 +505,42 @@ class TransactionCoordinator:
             out.append(TransactionListing(txn.transactional_id, txn.producer_id, txn.state))
         return out
 
-    def verify(
-        self, transactional_id: str, producer_id: int, producer_epoch: int, tp: TopicPartition
-    ) -> ErrorCode:
-        """Whether a transactional batch may be appended to `tp` (KIP-890's check on the
-        partition leader): the producer holds the id's current epoch and added `tp` to its
-        open transaction."""
+    def verify_partitions(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Iterable[TopicPartition],
+    ) -> dict[TopicPartition, ErrorCode]:
+        """KIP-890's question from a partition leader (AddPartitionsToTxn with verify_only):
+        is each partition part of this producer's ongoing transaction? NONE where it is,
+        INVALID_TXN_STATE where not; for all of them INVALID_PRODUCER_ID_MAPPING (another
+        producer id), PRODUCER_FENCED (another epoch), CONCURRENT_TRANSACTIONS (the
+        transaction is ending) or NOT_COORDINATOR."""
+        partitions = list(partitions)
+        txn, error = self._verifiable(transactional_id, producer_id, producer_epoch)
+        if txn is None:
+            return dict.fromkeys(partitions, error)
+        ongoing = txn.state is ONGOING
+        return {tp: ErrorCode.none if ongoing and tp in txn.partitions
+                else ErrorCode.invalid_txn_state for tp in partitions}  # fmt: skip
+
+    def _verifiable(
+        self, transactional_id: str, producer_id: int, producer_epoch: int
+    ) -> tuple[TransactionMetadata | None, ErrorCode]:
+        if not transactional_id:
+            return None, ErrorCode.invalid_request
+        error = self._coordinator_error(transactional_id)
+        if error is not ErrorCode.none:
+            return None, error
         txn = self.transactions.get(transactional_id)
         if txn is None or txn.producer_id != producer_id:
-            return ErrorCode.invalid_producer_id_mapping
-        if producer_epoch < txn.producer_epoch:
-            return ErrorCode.invalid_producer_epoch
-        if txn.state is not ONGOING or tp not in txn.partitions:
-            return ErrorCode.invalid_txn_state
-        return ErrorCode.none
+            return None, ErrorCode.invalid_producer_id_mapping
+        if txn.producer_epoch != producer_epoch:
+            return None, ErrorCode.producer_fenced
+        if txn.state in (PREPARE_COMMIT, PREPARE_ABORT, PREPARE_EPOCH_FENCE):
+            return None, ErrorCode.concurrent_transactions
+        return txn, ErrorCode.none
 
     def ongoing_partitions(self) -> dict[TopicPartition, list[TransactionListing]]:
         """For each partition in an open transaction, the transactions that include it (what

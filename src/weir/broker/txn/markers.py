@@ -85,6 +85,8 @@ WRITE_TXN_MARKERS_VERSION = 1
 #: (topic, partition) -> (leader node id, its address), or None when it has no leader now;
 #: KeyError for a partition the cluster does not have
 LeaderLookup = Callable[[str, int], tuple[int, tuple[str, int]] | None]
+#: (producer id, partitions) of a marker about to be written
+MarkerListener = Callable[[int, Sequence[tuple[str, int]]], None]
 
 
 async def append_markers_here(
@@ -94,10 +96,15 @@ async def append_markers_here(
     commit: bool,
     partitions: Sequence[tuple[str, int]],
     on_offsets_marker: Callable[[int, bool], None] | None = None,
+    on_marker: MarkerListener | None = None,
 ) -> dict[tuple[str, int], ErrorCode]:
     """Append one marker batch to each of `partitions` led here and wait until their in-sync
     replicas have it (as Kafka writes markers, with acks=all). A marker on `__consumer_offsets`
-    also ends the producer's pending offset commits there (`on_offsets_marker`)."""
+    also ends the producer's pending offset commits there (`on_offsets_marker`);
+    `on_marker(producer_id, partitions)` hears of every marker before it is written (the
+    transaction verification's guards)."""
+    if on_marker is not None:
+        on_marker(producer_id, partitions)
     results: dict[tuple[str, int], ErrorCode] = {}
     appended: dict[tuple[str, int], int] = {}
     for topic, index in partitions:
@@ -130,8 +137,10 @@ class LocalMarkerWriter:
         on_offsets_marker: Callable[[int, bool], None] | None = None,
         node_id: int = -1,
         leader_of: LeaderLookup | None = None,
+        on_marker: MarkerListener | None = None,
     ) -> None:
         self._replicas = replicas
+        self._on_marker = on_marker
         self._clock = clock
         self._on_offsets_marker = on_offsets_marker
         self._node_id = node_id
@@ -169,8 +178,9 @@ class LocalMarkerWriter:
             for (node, address), tps in elsewhere.items()
         ]
         local = append_markers_here(
-            self._replicas, batch, producer_id, commit, here, self._on_offsets_marker
-        )
+            self._replicas, batch, producer_id, commit, here, self._on_offsets_marker,
+            self._on_marker,
+        )  # fmt: skip
         for outcome in await asyncio.gather(local, *sends):
             results.update(outcome)
         return results
