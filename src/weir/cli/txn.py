@@ -17,7 +17,6 @@ import dataclasses
 import datetime
 import functools
 import itertools
-import socket
 import struct
 import sys
 import time
@@ -37,8 +36,10 @@ from kio.serial import entity_reader
 from kio.static.primitive import TZAware, i8, i32, i64
 
 from weir.broker.config import parse_host_port
-from weir.cli.clients import ADMIN_TIMEOUT, add_bootstrap
+from weir.cli.broker_socket import open_broker_socket
+from weir.cli.clients import ADMIN_TIMEOUT, add_bootstrap, add_client_settings, security_settings
 from weir.protocol.apis import ApiKey
+from weir.protocol.client_settings import ClientSecurity, ClientSettingsError
 from weir.protocol.codec import decode_response, encode_request
 
 CLIENT_ID = "weir-txn"
@@ -80,13 +81,16 @@ def register(commands: Any) -> None:
     hanging.set_defaults(run=run_find_hanging)
     for parser in (listing, describe, hanging):
         add_bootstrap(parser)
+        add_client_settings(parser)
 
 
 class Connection:
-    """One connection to a broker, one request at a time."""
+    """One connection to a broker, one request at a time, secured as `security` says."""
 
-    def __init__(self, host: str, port: int, timeout: float = ADMIN_TIMEOUT) -> None:
-        self._sock = socket.create_connection((host, port), timeout=timeout)
+    def __init__(self, host: str, port: int, timeout: float = ADMIN_TIMEOUT,
+                 security: ClientSecurity | None = None) -> None:  # fmt: skip
+        self._sock = open_broker_socket(host, port, security or ClientSecurity(),
+                                        timeout=timeout, client_id=CLIENT_ID)  # fmt: skip
         self._correlation = itertools.count(1)
 
     def __enter__(self) -> Connection:
@@ -149,9 +153,17 @@ def _derived(cls: Any, types: dict[str, Any]) -> Any:
     )  # fmt: skip
 
 
-def _brokers(bootstrap: str) -> list[tuple[int, str, int]]:
+def _security(args: argparse.Namespace) -> ClientSecurity:
+    """How to connect, from --command-config and -X (librdkafka's names)."""
+    try:
+        return ClientSecurity.of(security_settings(args))
+    except ClientSettingsError as exc:
+        raise SystemExit(f"weir: {exc}") from None
+
+
+def _brokers(bootstrap: str, security: ClientSecurity | None = None) -> list[tuple[int, str, int]]:
     host, port = parse_host_port(bootstrap)
-    with Connection(host, port) as conn:
+    with Connection(host, port, security=security) as conn:
         metadata = conn.call(ApiKey.METADATA, 1, MetadataRequest(topics=()))
     return sorted((b.node_id, b.host, b.port) for b in metadata.brokers)
 
@@ -163,8 +175,9 @@ def run_list(args: argparse.Namespace) -> int:
         duration_filter=i64(args.duration_filter),
     )
     rows, failed = [], False
-    for node_id, host, port in _brokers(args.bootstrap_server):
-        with Connection(host, port) as conn:
+    security = _security(args)
+    for node_id, host, port in _brokers(args.bootstrap_server, security):
+        with Connection(host, port, security=security) as conn:
             response = conn.call(ApiKey.LIST_TRANSACTIONS, 1, request)
         if response.error_code is not ErrorCode.none:
             print(f"weir: broker {node_id}: {response.error_code.name}", file=sys.stderr)
@@ -182,14 +195,15 @@ def run_list(args: argparse.Namespace) -> int:
 def run_describe(args: argparse.Namespace) -> int:
     transactional_id = args.transactional_id
     host, port = parse_host_port(args.bootstrap_server)
-    with Connection(host, port) as conn:
+    security = _security(args)
+    with Connection(host, port, security=security) as conn:
         request = FindCoordinatorRequest(key=transactional_id, key_type=TRANSACTION_KEY)
         found = conn.call(ApiKey.FIND_COORDINATOR, 3, request)
     if found.error_code is not ErrorCode.none:
         print(f"weir: no coordinator for {transactional_id!r}: {found.error_code.name}",
               file=sys.stderr)  # fmt: skip
         return 1
-    with Connection(found.host, found.port) as conn:
+    with Connection(found.host, found.port, security=security) as conn:
         response = conn.call(ApiKey.DESCRIBE_TRANSACTIONS, 0, DescribeTransactionsRequest(
             transactional_ids=(TransactionalId(transactional_id),)))  # fmt: skip
     [state] = response.transaction_states
@@ -252,7 +266,8 @@ def hanging(
 
 def run_find_hanging(args: argparse.Namespace) -> int:
     host, port = parse_host_port(args.bootstrap_server)
-    with Connection(host, port) as conn:
+    security = _security(args)
+    with Connection(host, port, security=security) as conn:
         metadata = conn.call(ApiKey.METADATA, 4, MetadataRequestV4(
             topics=(MetadataRequestTopic(name=TopicName(args.topic)),),
             allow_auto_topic_creation=False))  # fmt: skip
@@ -273,7 +288,7 @@ def run_find_hanging(args: argparse.Namespace) -> int:
             return 1
         wanted = TopicRequest(name=TopicName(args.topic),
                               partition_indexes=tuple(i32(i) for i in indexes))  # fmt: skip
-        with Connection(*brokers[leader]) as conn:
+        with Connection(*brokers[leader], security=security) as conn:
             response = conn.call(ApiKey.DESCRIBE_PRODUCERS, 0,
                                  DescribeProducersRequest(topics=(wanted,)))  # fmt: skip
         for t in response.topics:
@@ -286,7 +301,8 @@ def run_find_hanging(args: argparse.Namespace) -> int:
     now_ms = round(time.time() * 1000)
     max_timeout_ms = round(args.max_transaction_timeout * 60_000)
     candidates = hanging(open_here, {}, now_ms, max_timeout_ms)
-    found = hanging(candidates, _coordinators_of({c.producer_id for c in candidates}, brokers),
+    found = hanging(candidates, _coordinators_of({c.producer_id for c in candidates}, brokers,
+                                                 security),
                     now_ms, max_timeout_ms)  # fmt: skip
     print(f"{'Topic':<30}{'Partition':>10}{'ProducerId':>12}{'ProducerEpoch':>15}"
           f"{'StartOffset':>13}{'LastTimestamp':>15}{'Duration(min)':>15}")  # fmt: skip
@@ -298,7 +314,9 @@ def run_find_hanging(args: argparse.Namespace) -> int:
 
 
 def _coordinators_of(
-    producer_ids: set[int], brokers: dict[int, tuple[str, int]]
+    producer_ids: set[int],
+    brokers: dict[int, tuple[str, int]],
+    security: ClientSecurity | None = None,
 ) -> dict[int, tuple[str, set[tuple[str, int]]] | None]:
     """What the coordinators know of each producer's current transaction."""
     known: dict[int, tuple[str, set[tuple[str, int]]] | None] = dict.fromkeys(producer_ids)
@@ -309,7 +327,7 @@ def _coordinators_of(
         duration_filter=i64(-1),
     )  # fmt: skip
     for node_id, address in sorted(brokers.items()):
-        with Connection(*address) as conn:
+        with Connection(*address, security=security) as conn:
             listed = conn.call(ApiKey.LIST_TRANSACTIONS, 1, request)
             for t in listed.transaction_states:
                 described = conn.call(ApiKey.DESCRIBE_TRANSACTIONS, 0, DescribeTransactionsRequest(
