@@ -1,4 +1,7 @@
-"""`weir pipeline logs`: the log ETL job from a topic of raw lines to a Parquet warehouse."""
+"""`weir pipeline logs`: the log ETL job from a topic of raw lines to a Parquet warehouse.
+
+`--command-config FILE` and `-X KEY=VALUE` give its Kafka clients (the source's readers, the
+metrics topic's producer) their settings, security ones included (librdkafka's names)."""
 
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from weir.cli.clients import add_bootstrap
+from weir.cli.clients import add_bootstrap, add_client_settings, security_settings
 from weir.cli.logformats import add_formats_option, registry_of
 
 
@@ -31,6 +34,7 @@ def register(commands: Any) -> None:
     logs.add_argument("--driver-memory", default="1g")
     add_formats_option(logs)
     add_bootstrap(logs)
+    add_client_settings(logs)
     logs.set_defaults(run=run_logs)
 
 
@@ -56,6 +60,7 @@ def run_logs(args: argparse.Namespace) -> int:
         once=args.once,
         max_records_per_trigger=args.max_records_per_trigger,
         formats=tuple(path.resolve() for path in args.formats),
+        client_settings={k: str(v) for k, v in security_settings(args).items()},
     )
     spark = weir_session(
         master=args.master,

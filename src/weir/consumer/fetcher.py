@@ -51,6 +51,8 @@ LATEST = -1  # ListOffsets' "latest" timestamp
 PACE_WINDOW_MS = 50  # the workers' pace is measured over windows this long
 FAST_DRAIN_MS = 5
 FAST_PACE_PER_MS = 50  # only workers this fast (records/ms) count as draining the buffer now
+#: the cluster refused the credentials: retrying will not mend it (Kafka's consumer throws too)
+REFUSALS = frozenset({KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED})
 
 _error, _topic = Message.error, Message.topic
 _partition, _offset = Message.partition, Message.offset
@@ -243,7 +245,7 @@ class Fetcher:
             log.warning("cannot seek %s to %d: %s", owned, owned.committed, exc)
 
     def _on_error(self, error: KafkaError) -> None:
-        if error.fatal():
+        if error.fatal() or error.code() in REFUSALS:
             raise KafkaException(error)
         log.warning("consumer error: %s", error.str())
 
