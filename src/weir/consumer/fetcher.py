@@ -58,6 +58,13 @@ _error, _topic = Message.error, Message.topic
 _partition, _offset = Message.partition, Message.offset
 
 
+def _on_refusal(error: KafkaError) -> None:
+    """The consumer's error_cb (librdkafka's logger reports the others): a refused
+    authentication raises out of the poll that served it, and stops the fetcher."""
+    if error.code() in REFUSALS:
+        raise KafkaException(error)
+
+
 class FetchState(enum.Enum):
     STARTING = "starting"
     FETCHING = "fetching"
@@ -132,7 +139,7 @@ class Fetcher:
             log.exception("fetcher failed")
 
     def _open(self) -> None:
-        self._consumer = Consumer(self._settings.consumer_config())
+        self._consumer = Consumer({**self._settings.consumer_config(), "error_cb": _on_refusal})
         try:
             self._committer = self._committer_factory(self._consumer, self.stats)
         except BaseException:
@@ -245,7 +252,7 @@ class Fetcher:
             log.warning("cannot seek %s to %d: %s", owned, owned.committed, exc)
 
     def _on_error(self, error: KafkaError) -> None:
-        if error.fatal() or error.code() in REFUSALS:
+        if error.fatal():
             raise KafkaException(error)
         log.warning("consumer error: %s", error.str())
 
