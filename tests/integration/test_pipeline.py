@@ -29,7 +29,6 @@ from pipeline_spark import (
     produce,
     stream,
 )
-
 from security_setup import make_certificates, sasl_ssl_settings, start_scram_broker
 
 from weir.pipeline.logs_job import read_logs, read_templates

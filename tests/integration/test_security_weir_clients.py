@@ -124,7 +124,7 @@ def test_the_consumer_framework_processes_a_topic_exactly_once_over_sasl_ssl(
 
 def read_committed(bootstrap: str, topic: str, expected: int) -> list[bytes]:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "checker",
-                         "isolation.level": "read_committed", "enable.auto.commit": False})  # fmt: skip
+                         "isolation.level": "read_committed"})  # fmt: skip
     consumer.assign([TopicPartition(topic, 0, 0)])
     got: list[bytes] = []
     deadline = time.monotonic() + TIMEOUT
