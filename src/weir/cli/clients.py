@@ -5,7 +5,9 @@ Every command takes `--bootstrap-server HOST:PORT` (default: $WEIR_BOOTSTRAP or 
 and librdkafka's client settings, security ones included (`security.protocol`,
 `sasl.mechanism`, `sasl.username`, `ssl.ca.location`, ...): from a properties file
 (`--command-config FILE`, as kafka-*.sh take it) and `-X KEY=VALUE` (as kcat takes them; these
-win). A Java client's `sasl.jaas.config` is read for its username and password.
+win), read as every weir client reads them (`weir.protocol.client_settings`: a Java client's
+`sasl.jaas.config` too). `connected` gives a client that has reached the cluster, or fails at
+once with the broker's reason when it refuses the TLS handshake or the credentials.
 """
 
 from __future__ import annotations
