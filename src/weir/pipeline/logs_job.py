@@ -122,6 +122,10 @@ class LogsJob:
         """The settings of the job's own clients (the metrics topic's)."""
         return {**self.client_settings, "bootstrap.servers": self.bootstrap}
 
+    def source_client_options(self) -> dict[str, str]:
+        """The client settings as options of the source (Spark's `kafka.` prefix)."""
+        return {f"kafka.{name}": value for name, value in self.client_settings.items()}
+
 
 @dataclass(slots=True)
 class RunSummary:
@@ -188,8 +192,7 @@ def start_query(spark: SparkSession, job: LogsJob, writer: BatchWriter) -> Strea
         .option(SPOOL_OPTION, str(spool_of(job.warehouse)))
         .option(FORMATS_OPTION, json.dumps([str(path.resolve()) for path in job.formats]))
     )
-    for name, value in job.client_settings.items():
-        reader = reader.option(f"kafka.{name}", value)
+    reader = reader.options(**job.source_client_options())
     if job.max_records_per_trigger is not None:
         reader = reader.option("maxRecordsPerTrigger", str(job.max_records_per_trigger))
     stream = (
