@@ -5,11 +5,12 @@ does not trust), and the settings of a broker with a listener for each security 
 from __future__ import annotations
 
 import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from broker_process import require_tool
+from broker_process import BrokerProcess, require_tool
 
 CLIENT_SUBJECT = "/C=GB/O=Weir Test/OU=eng/CN=alice"
 #: the principal Kafka's DEFAULT mapping gives CLIENT_SUBJECT's certificate
@@ -93,4 +94,32 @@ def secure_broker_config(certs: Certificates, **extra: object) -> dict[str, obje
         "num.partitions": 1,
         **{f"sasl.plain.users.{user}": password for user, password in PLAIN_USERS.items()},
         **extra,
+    }
+
+
+def start_scram_broker(directory: Path, certs: Certificates) -> BrokerProcess:
+    """A broker of `secure_broker_config` with the SCRAM-SHA-512 user SCRAM_USER, made as an
+    operator would make it, over the PLAINTEXT listener."""
+    broker = BrokerProcess(directory, config=secure_broker_config(certs))
+    broker.start()
+    made = subprocess.run(
+        [sys.executable, "-m", "weir.cli.main", "user", "create", SCRAM_USER,
+         "--mechanism", "SCRAM-SHA-512", "--password", SCRAM_PASSWORD,
+         "--bootstrap-server", f"127.0.0.1:{broker.listeners['PLAINTEXT']}"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    if made.returncode != 0:
+        broker.stop()
+        raise RuntimeError(made.stderr)
+    return broker
+
+
+def sasl_ssl_settings(certs: Certificates, password: str = SCRAM_PASSWORD) -> dict[str, str]:
+    """librdkafka's settings for SCRAM_USER on the SASL_SSL listener."""
+    return {
+        "security.protocol": "SASL_SSL",
+        "ssl.ca.location": str(certs.ca),
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": SCRAM_USER,
+        "sasl.password": password,
     }

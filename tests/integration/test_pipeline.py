@@ -29,6 +29,7 @@ from pipeline_spark import (
     produce,
     stream,
 )
+from security_setup import make_certificates, sasl_ssl_settings, start_scram_broker
 
 from weir.pipeline.logs_job import read_logs, read_templates
 
@@ -129,6 +130,27 @@ def test_sink_round_trip(spark: Any, shared_broker: BrokerProcess) -> None:
     back = read(spark, bootstrap, subscribe="written").collect()
     got = {(r["partition"], bytes(r["key"]), bytes(r["value"]), as_tuple(r)[4]) for r in back}
     assert got == {(p, k, v, tuple(h)) for k, v, h, p in rows}
+
+
+def test_write_and_read_over_sasl_ssl(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The security settings by their own names (the write) and with Spark's `kafka.` prefix
+    (the read), on a SASL_SSL listener with SCRAM-SHA-512."""
+    directory = tmp_path_factory.mktemp("secure-pipeline")
+    certs = make_certificates(directory / "certs")
+    broker = start_scram_broker(directory / "broker", certs)
+    try:
+        secured = f"127.0.0.1:{broker.listeners['SASL_SSL']}"
+        create_topic(f"127.0.0.1:{broker.listeners['PLAINTEXT']}", "secured", 2)
+        rows = [(f"k{i}".encode(), f"value {i}".encode()) for i in range(100)]
+        frame = spark.createDataFrame(rows, "key binary, value binary")
+        frame.write.format("weir").option("bootstrap.servers", secured).options(
+            topic="secured", **sasl_ssl_settings(certs)
+        ).mode("append").save()
+        prefixed = {f"kafka.{k}": v for k, v in sasl_ssl_settings(certs).items()}
+        back = read(spark, secured, subscribe="secured", **prefixed).collect()
+        assert sorted((bytes(r["key"]), bytes(r["value"])) for r in back) == sorted(rows)
+    finally:
+        broker.stop()
 
 
 def test_fail_on_data_loss(spark: Any, shared_broker: BrokerProcess) -> None:

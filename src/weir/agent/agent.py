@@ -498,6 +498,7 @@ class Agent:
         return {
             "cluster_reachable": self._link.reachable,
             "bootstrap_server": self.config.bootstrap_server,
+            "security": self.config.security(),
             "queues": [asdict(q) for q in queues],
             "pending": self.pending.statuses(),
             "dead_letters": [asdict(d) for d in self.pending.dead_letters.statuses()],

@@ -22,11 +22,23 @@ Example::
     [topics.clicks]
     durability = "logs"
 
+    [producer]                         # librdkafka settings of the agent's producer
+    "security.protocol" = "SASL_SSL"   # security: librdkafka's names (see below)
+    "ssl.ca.location" = "/etc/weir/ca.pem"
+    "sasl.mechanism" = "SCRAM-SHA-512"
+    "sasl.username" = "agent"
+    "sasl.password" = "agent-secret"
+
     [[inputs]]                         # tail files into a topic (see weir.agent.tail)
     paths = ["/var/log/app/*.log"]
     topic = "app-logs"
 
 Tailed topics default to the `logs` class unless `[topics.<topic>]` names another.
+`[producer]` takes any librdkafka setting; its metadata requests and deliveries use them all.
+Security settings are read as every weir client reads them (`weir.protocol.client_settings`:
+a Java client's `sasl.jaas.config` too); `weir agent start --command-config FILE -X KEY=VALUE`
+adds to them. Passwords are never shown (`weir agent status` lists the security settings with
+secrets hidden).
 """
 
 from __future__ import annotations
@@ -41,6 +53,7 @@ from typing import Any
 from weir.agent.queue import Durability
 from weir.agent.tail import TailInput, parse_inputs
 from weir.agent.wire import DEFAULT_SOCKET
+from weir.protocol.client_settings import client_settings, is_security_setting, redacted
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -82,6 +95,10 @@ class AgentConfig:
         digest = hashlib.sha1(str(self.spool.resolve()).encode()).hexdigest()[:16]
         return Path("/dev/shm") / f"weir-agent-{digest}"
 
+    def security(self) -> dict[str, Any]:
+        """The producer's security settings, fit to show: secrets hidden."""
+        return redacted({k: v for k, v in self.producer.items() if is_security_setting(k)})
+
     def with_overrides(self, **overrides: Any) -> AgentConfig:
         return replace(self, **{k: v for k, v in overrides.items() if v is not None})
 
@@ -99,6 +116,8 @@ def load_config(path: Path | None) -> AgentConfig:
     for name in ("spool", "socket", "shm_dir"):
         if name in raw:
             raw[name] = Path(raw[name])
+    if "producer" in raw:
+        raw["producer"] = client_settings(raw["producer"])
     if "default_durability" in raw:
         raw["default_durability"] = Durability(raw["default_durability"])
     durabilities = {t: Durability(s["durability"]) for t, s in topics.items()}

@@ -22,6 +22,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 
 from weir.agent.event import Fields
 from weir.agent.registry import MetadataUnavailable, UnknownTopicError
+from weir.protocol.client_settings import client_settings
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +87,7 @@ class KafkaLink:
             "queue.buffering.max.messages": 1_000_000,
             "error_cb": self._on_error,
         }
-        self._config.update(settings or {})
+        self._config.update(client_settings(settings or {}))
         self._lock = threading.Lock()
         self._producer = Producer(self._config)
         self._closed = threading.Event()

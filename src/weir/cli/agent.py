@@ -1,5 +1,7 @@
 """`weir agent start|send|status`: run the reliable log-shipping agent and talk to it.
 
+`start --command-config FILE -X KEY=VALUE` add librdkafka settings (security ones: see
+`weir.protocol.client_settings`) to the `[producer]` table of the agent's config file.
 `start --tail GLOB:TOPIC` follows files (see `weir.agent.tail`), `--metrics-port N` serves
 Prometheus metrics (see `weir.agent.metrics`).
 `send` exits 0 only when the agent acknowledged every stdin line (stored durably per the topic's
@@ -25,6 +27,8 @@ from typing import Any
 from weir.agent.client import DEFAULT_TIMEOUT_S, AgentClient, AgentClientError
 from weir.agent.event import Event
 from weir.agent.wire import DEFAULT_SOCKET
+from weir.cli.clients import add_client_settings, security_settings
+from weir.protocol.client_settings import client_settings
 
 
 def register(commands: Any) -> None:
@@ -35,6 +39,7 @@ def register(commands: Any) -> None:
     start.add_argument("--socket", type=Path, help="Unix socket path")
     start.add_argument("--spool", type=Path, help="directory of the durable queues")
     start.add_argument("--bootstrap-server", help="HOST:PORT of a broker")
+    add_client_settings(start)
     start.add_argument("--tail", action="append", default=[], metavar="GLOB:TOPIC",
                        help="follow the files matching GLOB into TOPIC (repeatable)")  # fmt: skip
     start.add_argument("--metrics-port", type=int, metavar="N",
@@ -60,8 +65,13 @@ def run_start(args: argparse.Namespace) -> int:
     from weir.agent.server import AgentSocketServer
     from weir.agent.tail import parse_tail_flag
 
-    config = load_config(args.config)
+    try:
+        config = load_config(args.config)
+    except (OSError, ValueError) as exc:
+        print(f"weir: {args.config}: {exc}", file=sys.stderr)
+        return 2
     config = config.with_overrides(
+        producer=client_settings(config.producer, security_settings(args)),
         socket=args.socket,
         spool=args.spool,
         bootstrap_server=args.bootstrap_server,

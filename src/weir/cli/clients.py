@@ -5,19 +5,29 @@ Every command takes `--bootstrap-server HOST:PORT` (default: $WEIR_BOOTSTRAP or 
 and librdkafka's client settings, security ones included (`security.protocol`,
 `sasl.mechanism`, `sasl.username`, `ssl.ca.location`, ...): from a properties file
 (`--command-config FILE`, as kafka-*.sh take it) and `-X KEY=VALUE` (as kcat takes them; these
-win). A Java client's `sasl.jaas.config` is read for its username and password.
+win), read as every weir client reads them (`weir.protocol.client_settings`: a Java client's
+`sasl.jaas.config` too). `connected` gives a client that has reached the cluster, or fails at
+once with the broker's reason when it refuses the TLS handshake or the credentials.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TypeVar
 
-from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaException, Producer
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    OFFSET_END,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+)
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import (
     AdminClient,
@@ -28,13 +38,21 @@ from confluent_kafka.admin import (
     NewTopic,
 )
 
+from weir.protocol.client_settings import (
+    ClientSettingsError,
+    client_settings,
+    parse_pairs,
+    parse_properties,
+)
+
 DEFAULT_BOOTSTRAP = "localhost:9092"
 ADMIN_TIMEOUT = 30
-
-
-_PROPERTY = re.compile(r"([^=:\s]+)\s*[=:]\s*(.*)$")
-#: `username="..."` and `password="..."` in a Java client's sasl.jaas.config
-_JAAS_OPTION = re.compile(r'\b(username|password)\s*=\s*"((?:[^"\\]|\\.)*)"')
+CONNECT_POLL_S = 0.5
+#: errors that retrying will not mend: the broker refused the TLS handshake or the credentials
+_REFUSALS = frozenset(
+    {KafkaError._AUTHENTICATION, KafkaError._SSL, KafkaError.SASL_AUTHENTICATION_FAILED}
+)
+_Client = TypeVar("_Client", AdminClient, Consumer, Producer)
 
 
 def add_bootstrap(parser: argparse.ArgumentParser) -> None:
@@ -64,30 +82,24 @@ def add_client_settings(parser: argparse.ArgumentParser) -> None:
 
 
 def read_properties(path: Path) -> dict[str, str]:
-    """A Java-style properties file: `key=value` (or `key: value`) lines, `#`/`!` comments."""
-    out: dict[str, str] = {}
-    for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        line = raw.strip()
-        if not line or line.startswith(("#", "!")):
-            continue
-        match = _PROPERTY.match(line)
-        if match is None:
-            raise SystemExit(f"weir: {path}:{number}: expected KEY=VALUE, got {line!r}")
-        out[match.group(1)] = match.group(2)
-    return out
+    """A Java-style properties file (see `weir.protocol.client_settings.parse_properties`)."""
+    try:
+        return parse_properties(path.read_text(encoding="utf-8"), str(path))
+    except OSError as exc:
+        raise SystemExit(f"weir: {path}: {exc.strerror or exc}") from None
+    except ClientSettingsError as exc:
+        raise SystemExit(f"weir: {exc}") from None
 
 
-def security_settings(args: argparse.Namespace) -> dict[str, str]:
-    """The client settings of --command-config and -X, librdkafka's names."""
-    settings: dict[str, str] = {}
+def security_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The client settings of --command-config and -X (these win), librdkafka's names."""
+    from_file: dict[str, str] = {}
     if getattr(args, "command_config", None) is not None:
-        settings.update(read_properties(args.command_config))
-    settings.update(_pairs(getattr(args, "client_settings", [])))
-    jaas = settings.pop("sasl.jaas.config", None)
-    if jaas is not None:
-        for key, value in _JAAS_OPTION.findall(jaas):
-            settings.setdefault(f"sasl.{key}", re.sub(r"\\(.)", r"\1", value))
-    return settings
+        from_file = read_properties(args.command_config)
+    try:
+        return client_settings(from_file, parse_pairs(getattr(args, "client_settings", [])))
+    except ClientSettingsError as exc:
+        raise SystemExit(f"weir: {exc}") from None
 
 
 def register(commands: Any) -> None:
@@ -168,13 +180,10 @@ def _register_topic(commands: Any) -> None:
 
 
 def _pairs(items: list[str]) -> dict[str, str]:
-    out = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise SystemExit(f"weir: expected KEY=VALUE, got {item!r}")
-        out[key] = value
-    return out
+    try:
+        return parse_pairs(items)
+    except ClientSettingsError as exc:
+        raise SystemExit(f"weir: {exc}") from None
 
 
 def client_config(args: argparse.Namespace, **extra: Any) -> dict[str, Any]:
@@ -188,8 +197,33 @@ def client_config(args: argparse.Namespace, **extra: Any) -> dict[str, Any]:
     }
 
 
-def _admin(args: argparse.Namespace) -> AdminClient:
-    return AdminClient(client_config(args))
+def admin_client(args: argparse.Namespace) -> AdminClient:
+    """An admin client that has reached the cluster (see `connected`)."""
+    return connected(AdminClient, client_config(args))
+
+
+def connected(make: Callable[[dict[str, Any]], _Client], config: dict[str, Any]) -> _Client:
+    """A client made with `config` once it has answers from the cluster. A refused TLS
+    handshake or SASL authentication raises KafkaException with the broker's reason at once,
+    where librdkafka itself would retry until the command's request timed out."""
+    refusals: list[KafkaError] = []
+
+    def on_error(error: KafkaError) -> None:
+        if error.code() in _REFUSALS:
+            refusals.append(error)
+
+    client = make({**config, "error_cb": on_error})
+    deadline = time.monotonic() + ADMIN_TIMEOUT
+    while True:
+        try:
+            client.list_topics(timeout=CONNECT_POLL_S)
+            return client
+        except KafkaException:
+            if time.monotonic() > deadline:
+                raise
+        client.poll(0)  # serves error_cb
+        if refusals:
+            raise KafkaException(refusals[0])
 
 
 def _fail(exc: KafkaException) -> int:
@@ -220,7 +254,7 @@ def run_topic_create(args: argparse.Namespace) -> int:
             replication_factor=args.replication_factor,
             config=config,
         )
-    admin = _admin(args)
+    admin = admin_client(args)
     try:
         admin.create_topics([topic], request_timeout=ADMIN_TIMEOUT)[args.name].result()
     except KafkaException as exc:
@@ -230,14 +264,14 @@ def run_topic_create(args: argparse.Namespace) -> int:
 
 
 def run_topic_list(args: argparse.Namespace) -> int:
-    metadata = _admin(args).list_topics(timeout=ADMIN_TIMEOUT)
+    metadata = admin_client(args).list_topics(timeout=ADMIN_TIMEOUT)
     for name in sorted(metadata.topics):
         print(name)
     return 0
 
 
 def run_topic_describe(args: argparse.Namespace) -> int:
-    admin = _admin(args)
+    admin = admin_client(args)
     topics = admin.list_topics(timeout=ADMIN_TIMEOUT).topics
     if args.name is not None:
         metadata = topics.get(args.name)
@@ -273,7 +307,7 @@ def run_topic_describe(args: argparse.Namespace) -> int:
 
 
 def run_topic_delete(args: argparse.Namespace) -> int:
-    admin = _admin(args)
+    admin = admin_client(args)
     try:
         admin.delete_topics([args.name], request_timeout=ADMIN_TIMEOUT)[args.name].result()
     except KafkaException as exc:
@@ -283,7 +317,7 @@ def run_topic_delete(args: argparse.Namespace) -> int:
 
 
 def run_topic_alter(args: argparse.Namespace) -> int:
-    admin = _admin(args)
+    admin = admin_client(args)
     try:
         if args.partitions is not None:
             admin.create_partitions([NewPartitions(args.name, args.partitions)])[args.name].result()
@@ -305,7 +339,7 @@ def run_topic_alter(args: argparse.Namespace) -> int:
 
 
 def run_produce(args: argparse.Namespace) -> int:
-    producer = Producer(client_config(
+    producer = connected(Producer, client_config(
         args, acks=args.acks, **{"compression.type": args.compression,
                                  "enable.idempotence": args.acks in ("all", "-1"),
                                  "linger.ms": 5},
@@ -361,7 +395,7 @@ def run_consume(args: argparse.Namespace) -> int:
         "enable.partition.eof": True,
         "auto.offset.reset": "earliest" if args.from_beginning else "latest",
     }
-    consumer = Consumer(client_config(args, **settings))
+    consumer = connected(Consumer, client_config(args, **settings))
     metadata = consumer.list_topics(timeout=ADMIN_TIMEOUT).topics.get(args.topic)
     if metadata is None or metadata.error is not None:
         print(f"weir: topic {args.topic!r} not found", file=sys.stderr)

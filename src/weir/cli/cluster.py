@@ -23,9 +23,8 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from confluent_kafka import ElectionType, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient
 
-from weir.cli.clients import add_bootstrap, client_config
+from weir.cli.clients import add_bootstrap, add_client_settings, admin_client
 from weir.cli.zookeeper import (
     LoggedProcess,
     StartError,
@@ -121,6 +120,7 @@ def register(commands: Any) -> None:
         help="move leadership to preferred replicas, or elect leaders of leaderless partitions",
     )
     add_bootstrap(elect)
+    add_client_settings(elect)
     elect.add_argument(
         "--election-type",
         choices=["preferred", "unclean"],
@@ -217,7 +217,7 @@ def run_elect_leaders(args: argparse.Namespace) -> int:
     except (OSError, ValueError, KeyError, TypeError) as exc:
         print(f"weir: {exc}", file=sys.stderr)
         return 2
-    admin = AdminClient(client_config(args))
+    admin = admin_client(args)
     kind = ElectionType.PREFERRED if args.election_type == "preferred" else ElectionType.UNCLEAN
     try:
         results = admin.elect_leaders(kind, partitions).result()
@@ -256,7 +256,7 @@ def _election_partitions(args: argparse.Namespace) -> list[TopicPartition] | Non
                 for p in document["partitions"]]  # fmt: skip
     if args.partition is not None:
         return [TopicPartition(args.topic, args.partition)]
-    admin = AdminClient(client_config(args))
+    admin = admin_client(args)
     topic = admin.list_topics(args.topic, timeout=10).topics.get(args.topic)
     if topic is None or topic.error is not None or not topic.partitions:
         raise ValueError(f"unknown topic {args.topic!r}")

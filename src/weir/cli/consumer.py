@@ -5,8 +5,10 @@ FUNCTION receives a `weir.consumer.Record` (key, value, headers, topic, partitio
 timestamp). In exactly-once mode its return value is the record's result, stored in
 the `--sink` together with the offsets, or written to `--output-topic` in a Kafka transaction
 that commits the offsets too. Runs until SIGTERM or SIGINT, then finishes running
-work, commits and leaves the group. Prometheus metrics are served on --metrics-port. The
-process is the consumer's, so its garbage collector is tuned for it (`tune_gc`).
+work, commits and leaves the group. Client settings (security ones included, librdkafka's
+names) come from `--command-config FILE`, `-X KEY=VALUE` and `--config KEY=VALUE`; a refused
+authentication stops the consumer with exit 1. Prometheus metrics are served on --metrics-port.
+The process is the consumer's, so its garbage collector is tuned for it (`tune_gc`).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import signal
 import sys
 from typing import Any
 
-from weir.cli.clients import add_bootstrap
+from weir.cli.clients import add_bootstrap, add_client_settings, security_settings
 from weir.consumer import (
     ConsumerFailedError,
     ConsumerSettings,
@@ -50,6 +52,7 @@ def register(commands: Any) -> None:
                      "Kafka transactions that also commit the input offsets")  # fmt: skip
     _add_tuning(run)
     add_bootstrap(run)
+    add_client_settings(run)
     run.set_defaults(run=run_consumer)
 
 
@@ -85,7 +88,7 @@ def settings_from(args: argparse.Namespace) -> ConsumerSettings:
         revocation_timeout_ms=args.revocation_timeout_ms,
         retry=RetryPolicy(retries=args.retries, backoff_ms=args.retry_backoff_ms),
         dead_letter_topic=args.dead_letter_topic,
-        client_config=_pairs(args.config),
+        client_config={**_pairs(args.config), **security_settings(args)},
     )
 
 

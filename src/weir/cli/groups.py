@@ -16,7 +16,13 @@ from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaExcepti
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
 
-from weir.cli.clients import ADMIN_TIMEOUT, add_bootstrap, add_client_settings, client_config
+from weir.cli.clients import (
+    ADMIN_TIMEOUT,
+    add_bootstrap,
+    add_client_settings,
+    admin_client,
+    client_config,
+)
 
 NO_OFFSET = -1001
 
@@ -49,7 +55,7 @@ def register(commands: Any) -> None:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    admin = AdminClient(client_config(args))
+    admin = admin_client(args)
     result = admin.list_consumer_groups(request_timeout=ADMIN_TIMEOUT).result()
     for listing in sorted(result.valid, key=lambda g: g.group_id):
         print(listing.group_id)
@@ -57,7 +63,7 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_describe(args: argparse.Namespace) -> int:
-    admin = AdminClient(client_config(args))
+    admin = admin_client(args)
     description = admin.describe_consumer_groups([args.group])[args.group].result()
     owners = {}
     for member in description.members:
@@ -108,14 +114,14 @@ def _end_offsets(
 
 
 def run_delete(args: argparse.Namespace) -> int:
-    admin = AdminClient(client_config(args))
+    admin = admin_client(args)
     admin.delete_consumer_groups([args.group], request_timeout=ADMIN_TIMEOUT)[args.group].result()
     print(f"deleted group {args.group}")
     return 0
 
 
 def run_reset(args: argparse.Namespace) -> int:
-    admin = AdminClient(client_config(args))
+    admin = admin_client(args)
     topic, _, listed = args.topic.partition(":")
     consumer = Consumer(client_config(args, **{"group.id": "weir-group-tool"}))
     try:

@@ -25,6 +25,7 @@ from weir.cli import (
     user,
     zookeeper,
 )
+from weir.cli.broker_socket import BrokerConnectionError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -58,6 +59,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         result: int = args.run(args)
     except KeyboardInterrupt:
         return 130
+    except BrokerConnectionError as exc:
+        print(f"weir: {exc}", file=sys.stderr)
+        return 1
     except KafkaException as exc:
         error = exc.args[0] if exc.args else exc
         print(f"weir: {error.str() if hasattr(error, 'str') else error}", file=sys.stderr)

@@ -1,4 +1,7 @@
-"""`weir pipeline logs`: the log ETL job from a topic of raw lines to a Parquet warehouse."""
+"""`weir pipeline logs`: the log ETL job from a topic of raw lines to a Parquet warehouse.
+
+`--command-config FILE` and `-X KEY=VALUE` give its Kafka clients (the source's readers, the
+metrics topic's producer) their settings, security ones included (librdkafka's names)."""
 
 from __future__ import annotations
 
@@ -9,10 +12,13 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from weir.cli.clients import add_bootstrap
+from weir.cli.clients import add_bootstrap, add_client_settings, security_settings
 from weir.cli.logformats import add_formats_option, registry_of
+
+if TYPE_CHECKING:
+    from weir.pipeline.logs_job import LogsJob
 
 
 def register(commands: Any) -> None:
@@ -31,6 +37,7 @@ def register(commands: Any) -> None:
     logs.add_argument("--driver-memory", default="1g")
     add_formats_option(logs)
     add_bootstrap(logs)
+    add_client_settings(logs)
     logs.set_defaults(run=run_logs)
 
 
@@ -38,7 +45,7 @@ def run_logs(args: argparse.Namespace) -> int:
     from pyspark.errors import StreamingQueryException
 
     from weir.logformats import FormatFileError
-    from weir.pipeline.logs_job import SPARK_CONFIG, LogsJob, run_logs_job
+    from weir.pipeline.logs_job import SPARK_CONFIG, run_logs_job
     from weir.pipeline.session import weir_session
 
     try:
@@ -47,16 +54,7 @@ def run_logs(args: argparse.Namespace) -> int:
         print(f"weir: {error}", file=sys.stderr)
         return 2
 
-    job = LogsJob(
-        bootstrap=args.bootstrap_server,
-        topic=args.topic,
-        warehouse=args.warehouse.resolve(),
-        checkpoint=args.checkpoint.resolve(),
-        metrics_topic=args.metrics_topic,
-        once=args.once,
-        max_records_per_trigger=args.max_records_per_trigger,
-        formats=tuple(path.resolve() for path in args.formats),
-    )
+    job = logs_job(args)
     spark = weir_session(
         master=args.master,
         app_name="weir pipeline logs",
@@ -85,6 +83,22 @@ def run_logs(args: argparse.Namespace) -> int:
     }
     print(json.dumps(report, sort_keys=True), flush=True)
     return 0
+
+
+def logs_job(args: argparse.Namespace) -> LogsJob:
+    from weir.pipeline.logs_job import LogsJob
+
+    return LogsJob(
+        bootstrap=args.bootstrap_server,
+        topic=args.topic,
+        warehouse=args.warehouse.resolve(),
+        checkpoint=args.checkpoint.resolve(),
+        metrics_topic=args.metrics_topic,
+        once=args.once,
+        max_records_per_trigger=args.max_records_per_trigger,
+        formats=tuple(path.resolve() for path in args.formats),
+        client_settings={k: str(v) for k, v in security_settings(args).items()},
+    )
 
 
 def _stop_on_signals() -> threading.Event:

@@ -20,7 +20,6 @@ import dataclasses
 import datetime
 import functools
 import itertools
-import socket
 import struct
 import sys
 import time
@@ -45,8 +44,10 @@ from kio.serial import entity_reader
 from kio.static.primitive import TZAware, i8, i16, i32, i64
 
 from weir.broker.config import parse_host_port
-from weir.cli.clients import ADMIN_TIMEOUT, add_bootstrap
+from weir.cli.broker_socket import open_broker_socket
+from weir.cli.clients import ADMIN_TIMEOUT, add_bootstrap, add_client_settings, security_settings
 from weir.protocol.apis import ApiKey
+from weir.protocol.client_settings import ClientSecurity, ClientSettingsError
 from weir.protocol.codec import decode_response, encode_request
 
 CLIENT_ID = "weir-txn"
@@ -89,6 +90,7 @@ def register(commands: Any) -> None:
     abort = _register_abort(sub)
     for parser in (listing, describe, hanging, abort):
         add_bootstrap(parser)
+        add_client_settings(parser)
 
 
 def _register_abort(sub: Any) -> argparse.ArgumentParser:
@@ -110,10 +112,12 @@ def _register_abort(sub: Any) -> argparse.ArgumentParser:
 
 
 class Connection:
-    """One connection to a broker, one request at a time."""
+    """One connection to a broker, one request at a time, secured as `security` says."""
 
-    def __init__(self, host: str, port: int, timeout: float = ADMIN_TIMEOUT) -> None:
-        self._sock = socket.create_connection((host, port), timeout=timeout)
+    def __init__(self, host: str, port: int, timeout: float = ADMIN_TIMEOUT,
+                 security: ClientSecurity | None = None) -> None:  # fmt: skip
+        self._sock = open_broker_socket(host, port, security or ClientSecurity(),
+                                        timeout=timeout, client_id=CLIENT_ID)  # fmt: skip
         self._correlation = itertools.count(1)
 
     def __enter__(self) -> Connection:
@@ -176,9 +180,17 @@ def _derived(cls: Any, types: dict[str, Any]) -> Any:
     )  # fmt: skip
 
 
-def _brokers(bootstrap: str) -> list[tuple[int, str, int]]:
+def _security(args: argparse.Namespace) -> ClientSecurity:
+    """How to connect, from --command-config and -X (librdkafka's names)."""
+    try:
+        return ClientSecurity.of(security_settings(args))
+    except ClientSettingsError as exc:
+        raise SystemExit(f"weir: {exc}") from None
+
+
+def _brokers(bootstrap: str, security: ClientSecurity | None = None) -> list[tuple[int, str, int]]:
     host, port = parse_host_port(bootstrap)
-    with Connection(host, port) as conn:
+    with Connection(host, port, security=security) as conn:
         metadata = conn.call(ApiKey.METADATA, 1, MetadataRequest(topics=()))
     return sorted((b.node_id, b.host, b.port) for b in metadata.brokers)
 
@@ -190,8 +202,9 @@ def run_list(args: argparse.Namespace) -> int:
         duration_filter=i64(args.duration_filter),
     )
     rows, failed = [], False
-    for node_id, host, port in _brokers(args.bootstrap_server):
-        with Connection(host, port) as conn:
+    security = _security(args)
+    for node_id, host, port in _brokers(args.bootstrap_server, security):
+        with Connection(host, port, security=security) as conn:
             response = conn.call(ApiKey.LIST_TRANSACTIONS, 1, request)
         if response.error_code is not ErrorCode.none:
             print(f"weir: broker {node_id}: {response.error_code.name}", file=sys.stderr)
@@ -209,14 +222,15 @@ def run_list(args: argparse.Namespace) -> int:
 def run_describe(args: argparse.Namespace) -> int:
     transactional_id = args.transactional_id
     host, port = parse_host_port(args.bootstrap_server)
-    with Connection(host, port) as conn:
+    security = _security(args)
+    with Connection(host, port, security=security) as conn:
         request = FindCoordinatorRequest(key=transactional_id, key_type=TRANSACTION_KEY)
         found = conn.call(ApiKey.FIND_COORDINATOR, 3, request)
     if found.error_code is not ErrorCode.none:
         print(f"weir: no coordinator for {transactional_id!r}: {found.error_code.name}",
               file=sys.stderr)  # fmt: skip
         return 1
-    with Connection(found.host, found.port) as conn:
+    with Connection(found.host, found.port, security=security) as conn:
         response = conn.call(ApiKey.DESCRIBE_TRANSACTIONS, 0, DescribeTransactionsRequest(
             transactional_ids=(TransactionalId(transactional_id),)))  # fmt: skip
     [state] = response.transaction_states
@@ -281,11 +295,13 @@ class TxnToolError(Exception):
     """A failure the command reports on one line and exits 1 for."""
 
 
-def _topic_metadata(bootstrap: str, name: str) -> tuple[dict[int, tuple[str, int]], Any]:
+def _topic_metadata(
+    bootstrap: str, name: str, security: ClientSecurity
+) -> tuple[dict[int, tuple[str, int]], Any]:
     """(node id -> address of every broker, the topic's metadata); TxnToolError if the topic
     is unknown."""
     host, port = parse_host_port(bootstrap)
-    with Connection(host, port) as conn:
+    with Connection(host, port, security=security) as conn:
         metadata = conn.call(ApiKey.METADATA, 4, MetadataRequestV4(
             topics=(MetadataRequestTopic(name=TopicName(name)),),
             allow_auto_topic_creation=False))  # fmt: skip
@@ -298,8 +314,9 @@ def _topic_metadata(bootstrap: str, name: str) -> tuple[dict[int, tuple[str, int
 
 
 def run_find_hanging(args: argparse.Namespace) -> int:
+    security = _security(args)
     try:
-        brokers, topic = _topic_metadata(args.bootstrap_server, args.topic)
+        brokers, topic = _topic_metadata(args.bootstrap_server, args.topic, security)
     except TxnToolError as exc:
         print(f"weir: {exc}", file=sys.stderr)
         return 1
@@ -314,7 +331,7 @@ def run_find_hanging(args: argparse.Namespace) -> int:
             return 1
         wanted = TopicRequest(name=TopicName(args.topic),
                               partition_indexes=tuple(i32(i) for i in indexes))  # fmt: skip
-        with Connection(*brokers[leader]) as conn:
+        with Connection(*brokers[leader], security=security) as conn:
             response = conn.call(ApiKey.DESCRIBE_PRODUCERS, 0,
                                  DescribeProducersRequest(topics=(wanted,)))  # fmt: skip
         for t in response.topics:
@@ -327,7 +344,8 @@ def run_find_hanging(args: argparse.Namespace) -> int:
     now_ms = round(time.time() * 1000)
     max_timeout_ms = round(args.max_transaction_timeout * 60_000)
     candidates = hanging(open_here, {}, now_ms, max_timeout_ms)
-    found = hanging(candidates, _coordinators_of({c.producer_id for c in candidates}, brokers),
+    found = hanging(candidates, _coordinators_of({c.producer_id for c in candidates}, brokers,
+                                                 security),
                     now_ms, max_timeout_ms)  # fmt: skip
     print(f"{'Topic':<30}{'Partition':>10}{'ProducerId':>12}{'ProducerEpoch':>15}"
           f"{'StartOffset':>13}{'LastTimestamp':>15}{'Duration(min)':>15}")  # fmt: skip
@@ -339,7 +357,9 @@ def run_find_hanging(args: argparse.Namespace) -> int:
 
 
 def _coordinators_of(
-    producer_ids: set[int], brokers: dict[int, tuple[str, int]]
+    producer_ids: set[int],
+    brokers: dict[int, tuple[str, int]],
+    security: ClientSecurity | None = None,
 ) -> dict[int, tuple[str, set[tuple[str, int]]] | None]:
     """What the coordinators know of each producer's current transaction."""
     known: dict[int, tuple[str, set[tuple[str, int]]] | None] = dict.fromkeys(producer_ids)
@@ -350,7 +370,7 @@ def _coordinators_of(
         duration_filter=i64(-1),
     )  # fmt: skip
     for node_id, address in sorted(brokers.items()):
-        with Connection(*address) as conn:
+        with Connection(*address, security=security) as conn:
             listed = conn.call(ApiKey.LIST_TRANSACTIONS, 1, request)
             for t in listed.transaction_states:
                 described = conn.call(ApiKey.DESCRIBE_TRANSACTIONS, 0, DescribeTransactionsRequest(
@@ -378,18 +398,21 @@ class AbortSpec:
 
 
 def run_abort(args: argparse.Namespace) -> int:
+    security = _security(args)
     try:
-        leader = _partition_leader(args.bootstrap_server, args.topic, args.partition)
-        spec = _abort_spec(args, leader)
-        _write_abort_marker(leader, spec)
+        leader = _partition_leader(args.bootstrap_server, args.topic, args.partition, security)
+        spec = _abort_spec(args, leader, security)
+        _write_abort_marker(leader, spec, security)
     except TxnToolError as exc:
         print(f"weir: {exc}", file=sys.stderr)
         return 1
     return 0
 
 
-def _partition_leader(bootstrap: str, topic: str, partition: int) -> tuple[str, int]:
-    brokers, metadata = _topic_metadata(bootstrap, topic)
+def _partition_leader(
+    bootstrap: str, topic: str, partition: int, security: ClientSecurity
+) -> tuple[str, int]:
+    brokers, metadata = _topic_metadata(bootstrap, topic, security)
     found = next((p for p in metadata.partitions if p.partition_index == partition), None)
     if found is None:
         raise TxnToolError(f"topic {topic!r} has no partition {partition}")
@@ -398,11 +421,14 @@ def _partition_leader(bootstrap: str, topic: str, partition: int) -> tuple[str, 
     return brokers[found.leader_id]
 
 
-def _abort_spec(args: argparse.Namespace, leader: tuple[str, int]) -> AbortSpec:
+def _abort_spec(
+    args: argparse.Namespace, leader: tuple[str, int], security: ClientSecurity
+) -> AbortSpec:
     """The producer to abort: the one whose open transaction starts at --start-offset, or the
     one named by --producer-id, --producer-epoch and --coordinator-epoch."""
     if args.start_offset is not None:
-        return _open_transaction_at(leader, args.topic, args.partition, args.start_offset)
+        return _open_transaction_at(leader, args.topic, args.partition, args.start_offset,
+                                    security)  # fmt: skip
     if args.producer_id is None:
         raise TxnToolError("name the transaction to abort with --start-offset, or with "
                            "--producer-id, --producer-epoch and --coordinator-epoch")  # fmt: skip
@@ -415,10 +441,11 @@ def _abort_spec(args: argparse.Namespace, leader: tuple[str, int]) -> AbortSpec:
 
 
 def _open_transaction_at(
-    leader: tuple[str, int], topic: str, partition: int, start_offset: int
+    leader: tuple[str, int], topic: str, partition: int, start_offset: int,
+    security: ClientSecurity,
 ) -> AbortSpec:
     wanted = TopicRequest(name=TopicName(topic), partition_indexes=(i32(partition),))
-    with Connection(*leader) as conn:
+    with Connection(*leader, security=security) as conn:
         response = conn.call(ApiKey.DESCRIBE_PRODUCERS, 0,
                              DescribeProducersRequest(topics=(wanted,)))  # fmt: skip
     [state] = [p for t in response.topics for p in t.partitions]
@@ -433,14 +460,16 @@ def _open_transaction_at(
                        f"{topic}-{partition}")  # fmt: skip
 
 
-def _write_abort_marker(leader: tuple[str, int], spec: AbortSpec) -> None:
+def _write_abort_marker(
+    leader: tuple[str, int], spec: AbortSpec, security: ClientSecurity
+) -> None:
     body = WriteTxnMarkersRequest(markers=(WritableTxnMarker(
         producer_id=ProducerId(spec.producer_id), producer_epoch=i16(spec.producer_epoch),
         transaction_result=False, coordinator_epoch=i32(spec.coordinator_epoch),
         topics=(WritableTxnMarkerTopic(name=TopicName(spec.topic),
                                        partition_indexes=(i32(spec.partition),)),),
     ),))  # fmt: skip
-    with Connection(*leader) as conn:
+    with Connection(*leader, security=security) as conn:
         response = conn.call(ApiKey.WRITE_TXN_MARKERS, 1, body)
     errors = [p.error_code for m in response.markers for t in m.topics for p in t.partitions]
     if errors != [ErrorCode.none]:

@@ -27,7 +27,7 @@ from confluent_kafka.admin import (
 
 from weir.broker.security.credentials import Deletion, ScramCredentialStore, Upsertion
 from weir.broker.security.scram import MAX_ITERATIONS, MECHANISMS, MIN_ITERATIONS
-from weir.cli.clients import ADMIN_TIMEOUT, add_bootstrap, add_client_settings, client_config
+from weir.cli.clients import ADMIN_TIMEOUT, add_bootstrap, add_client_settings, admin_client
 
 DEFAULT_ITERATIONS = 4096
 SALT_BYTES = 32
@@ -171,7 +171,7 @@ def _alter(args: argparse.Namespace, alterations: list[Any]) -> int:
 
 
 def _admin(args: argparse.Namespace) -> AdminClient:
-    return AdminClient(client_config(args))
+    return admin_client(args)
 
 
 def _password(args: argparse.Namespace) -> str:

@@ -51,9 +51,18 @@ LATEST = -1  # ListOffsets' "latest" timestamp
 PACE_WINDOW_MS = 50  # the workers' pace is measured over windows this long
 FAST_DRAIN_MS = 5
 FAST_PACE_PER_MS = 50  # only workers this fast (records/ms) count as draining the buffer now
+#: the cluster refused the credentials: retrying will not mend it (Kafka's consumer throws too)
+REFUSALS = frozenset({KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED})
 
 _error, _topic = Message.error, Message.topic
 _partition, _offset = Message.partition, Message.offset
+
+
+def _on_refusal(error: KafkaError) -> None:
+    """The consumer's error_cb (librdkafka's logger reports the others): a refused
+    authentication raises out of the poll that served it, and stops the fetcher."""
+    if error.code() in REFUSALS:
+        raise KafkaException(error)
 
 
 class FetchState(enum.Enum):
@@ -130,7 +139,7 @@ class Fetcher:
             log.exception("fetcher failed")
 
     def _open(self) -> None:
-        self._consumer = Consumer(self._settings.consumer_config())
+        self._consumer = Consumer({**self._settings.consumer_config(), "error_cb": _on_refusal})
         try:
             self._committer = self._committer_factory(self._consumer, self.stats)
         except BaseException:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from weir.consumer.failures import RetryPolicy
+from weir.protocol.client_settings import client_settings
 
 #: librdkafka's own log lines (errors only: log_level 3) go through Python logging, not stderr
 CLIENT_LOG = logging.getLogger("weir.consumer.librdkafka")
@@ -49,6 +50,11 @@ class ConsumerSettings:
     being handled, or waiting for an exactly-once commit), and librdkafka prefetches at most
     about twice `max_prefetch_bytes`. A group without committed offsets starts at the earliest
     records (`auto.offset.reset`; `client_config` overrides any librdkafka setting).
+
+    `client_config` carries the security settings too, librdkafka's names (`security.protocol`,
+    `ssl.ca.location`, `sasl.mechanism`, `sasl.username`, `sasl.password`, ...; a Java client's
+    `sasl.jaas.config` is read as well, see `weir.protocol.client_settings`): the consumers, the
+    dead-letter producer, the lag reader and the transactional producer all use them.
     """
 
     bootstrap_servers: str
@@ -76,6 +82,8 @@ class ConsumerSettings:
         for name in ("workers", "fetchers", "max_buffered_records", "fetch_batch", "max_run"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1")
+        # checked and translated once (a ClientSettingsError is a ValueError)
+        object.__setattr__(self, "client_config", client_settings(self.client_config))
 
     def dead_letter_topic_for(self, topic: str) -> str:
         return self.dead_letter_topic or f"{topic}.dlq"

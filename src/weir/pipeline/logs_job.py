@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
@@ -111,10 +111,20 @@ class LogsJob:
     once: bool = False
     max_records_per_trigger: int | None = None
     formats: tuple[Path, ...] = ()  # format files or directories, besides the shipped formats
+    #: librdkafka settings (security ones: `weir.protocol.client_settings`) of every client
+    client_settings: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def metrics_topic_name(self) -> str:
         return self.metrics_topic or f"{self.topic}.metrics"
+
+    def client(self) -> dict[str, str]:
+        """The settings of the job's own clients (the metrics topic's)."""
+        return {**self.client_settings, "bootstrap.servers": self.bootstrap}
+
+    def source_client_options(self) -> dict[str, str]:
+        """The client settings as options of the source (Spark's `kafka.` prefix)."""
+        return {f"kafka.{name}": value for name, value in self.client_settings.items()}
 
 
 @dataclass(slots=True)
@@ -156,7 +166,7 @@ def run_logs_job(
     A failed query raises its StreamingQueryException.
     """
     FormatRegistry.builtin().with_files(job.formats)  # a bad format file fails here, at once
-    ensure_topic({"bootstrap.servers": job.bootstrap}, job.metrics_topic_name)
+    ensure_topic(job.client(), job.metrics_topic_name)
     writer = BatchWriter(job)
     try:
         query = start_query(spark, job, writer)
@@ -182,6 +192,7 @@ def start_query(spark: SparkSession, job: LogsJob, writer: BatchWriter) -> Strea
         .option(SPOOL_OPTION, str(spool_of(job.warehouse)))
         .option(FORMATS_OPTION, json.dumps([str(path.resolve()) for path in job.formats]))
     )
+    reader = reader.options(**job.source_client_options())
     if job.max_records_per_trigger is not None:
         reader = reader.option("maxRecordsPerTrigger", str(job.max_records_per_trigger))
     stream = (
@@ -229,8 +240,7 @@ class BatchWriter:
             spool = spool_of(self.job.warehouse)
             counts, files, spooled = write_tables(manifests, spool, staging, batch_id, miner)
             if self._metrics is None:
-                client = {"bootstrap.servers": self.job.bootstrap}
-                self._metrics = MessagePublisher(client, self.job.metrics_topic_name)
+                self._metrics = MessagePublisher(self.job.client(), self.job.metrics_topic_name)
             self._metrics.publish(counts.metrics_messages())
             marker = commits.commit(
                 batch_id, counts.summary(), files, elsewhere=spooled, state=miner.to_bytes()

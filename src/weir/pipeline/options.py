@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from weir.pipeline.offsets import OffsetOptionError
+from weir.protocol.client_settings import ClientSettingsError, options_client_settings
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -52,8 +53,14 @@ class SourceOptions:
 
 
 def client_options(options: Mapping[str, str]) -> dict[str, str]:
-    """librdkafka settings: ``bootstrap.servers`` and every ``kafka.``-prefixed option."""
-    client = {k[len("kafka.") :]: v for k, v in options.items() if k.lower().startswith("kafka.")}
+    """librdkafka settings: ``bootstrap.servers``, the security settings by librdkafka's names
+    (``security.protocol``, ``ssl.*``, ``sasl.*``) and every ``kafka.``-prefixed option (as
+    Spark's Kafka source takes them: ``kafka.security.protocol``), read as every weir client
+    reads them (`weir.protocol.client_settings`)."""
+    try:
+        client = {k: str(v) for k, v in options_client_settings(options).items()}
+    except ClientSettingsError as exc:
+        raise OffsetOptionError(str(exc)) from None
     servers = next((v for k, v in options.items() if k.lower() == "bootstrap.servers"), None)
     if servers is not None:
         client["bootstrap.servers"] = servers
