@@ -10,6 +10,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from weir.broker.authz.checks import add_partitions_refusals
 from weir.broker.context import BrokerContext, fenced_error, make
 from weir.protocol.apis import ApiKey
 from weir.protocol.codec import Request, response_module
@@ -23,8 +24,11 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
     body = request.body
     requested = [(t.name, p) for t in body.v3_and_below_topics for p in t.partitions]
     unknown = {tp for tp in requested if not _exists(broker, *tp)}
+    refused = add_partitions_refusals(broker, body.v3_and_below_transactional_id, requested)
     if broker.transactions is None:
         errors = dict.fromkeys(requested, ErrorCode.coordinator_not_available)
+    elif refused:
+        errors = refused
     elif unknown:
         errors = {tp: ErrorCode.unknown_topic_or_partition if tp in unknown
                   else ErrorCode.operation_not_attempted for tp in requested}  # fmt: skip

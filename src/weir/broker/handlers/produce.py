@@ -13,6 +13,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from weir.broker.authz.checks import produce_error
 from weir.broker.context import BrokerContext, make
 from weir.protocol.apis import ApiKey
 from weir.protocol.codec import Request, response_module
@@ -84,6 +85,8 @@ def _append(
 ) -> tuple[Any, str | None, int]:
     """The partition's response, the reason for its error if it has one, and the log end
     offset after the append (-1 if nothing was appended)."""
+    if (refused := produce_error(broker, topic, transactional_id))[0] is not ErrorCode.none:
+        return _error(m, data.index, *refused), refused[1], -1
     if acks not in VALID_ACKS:
         message = f"acks={acks}"
         return _error(m, data.index, ErrorCode.invalid_required_acks, message), message, -1
