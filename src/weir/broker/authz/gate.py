@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kio.schema.errors import ErrorCode
+from kio.static.constants import EntityType
 
 from weir.broker.authz.acl import CLUSTER_NAME, AclOperation, ResourceType
 from weir.broker.authz.authorizer import Authorizer
@@ -111,8 +112,8 @@ def error_response(request: Request, error: ErrorCode) -> Any:
     module = response_module(request.api_key, request.api_version)
     kind = next(
         value
-        for name, value in vars(module).items()
-        if name.endswith("Response") and isinstance(value, type) and dataclasses.is_dataclass(value)
+        for value in vars(module).values()
+        if isinstance(value, type) and getattr(value, "__type__", None) is EntityType.response
     )
     hints = typing.get_type_hints(kind)
     values = {}
