@@ -116,7 +116,7 @@ def error_response(request: Request, error: ErrorCode) -> Any:
         if isinstance(value, type) and getattr(value, "__type__", None) is EntityType.response
     )
     hints = typing.get_type_hints(kind)
-    values = {}
+    values: dict[str, Any] = {}
     for f in dataclasses.fields(kind):
         if f.name == "error_code":
             values[f.name] = error
