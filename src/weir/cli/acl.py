@@ -38,6 +38,7 @@ from weir.broker.authz.acl import (
     operation,
     pattern_type,
 )
+from weir.broker.authz.authorizer import order
 from weir.cli.clients import ADMIN_TIMEOUT, add_bootstrap, add_client_settings, client_config
 
 Resource = tuple[ResourceType, str]
@@ -260,7 +261,12 @@ def _confirmed(args: argparse.Namespace, principals: list[str]) -> bool:
     what = "the ACLs of " + ", ".join(principals) if principals else "all ACLs"
     for rtype, name in _resources(args):
         pattern = ResourcePattern(rtype, name, pattern_type(args.resource_pattern_type))
-        answer = input(f"Are you sure you want to remove {what} for resource `{pattern}`? (y/n)")
+        try:
+            answer = input(
+                f"Are you sure you want to remove {what} for resource `{pattern}`? (y/n)"
+            )
+        except EOFError:
+            return False
         if answer.strip().lower() not in ("y", "yes"):
             return False
     return True
@@ -323,16 +329,11 @@ def _print_current(admin: AdminClient, patterns: Iterable[ResourcePattern]) -> i
 def _print_by_resource(bindings: Iterable[AclBinding]) -> None:
     """kafka-acls.sh's listing: a header per resource pattern, an entry per line."""
     by_pattern: dict[ResourcePattern, list[AccessControlEntry]] = {}
-    for b in sorted(bindings, key=_sort_key):
+    for b in order(bindings):
         by_pattern.setdefault(b.pattern, []).append(b.entry)
     for pattern, entries in by_pattern.items():
         print(f"Current ACLs for resource `{pattern}`: ")
         print("".join(f" \t{entry} \n" for entry in entries))
-
-
-def _sort_key(b: AclBinding) -> tuple[Any, ...]:
-    p, e = b.pattern, b.entry
-    return (p.resource_type, p.name, p.pattern_type, e.principal, e.host, e.operation, e.permission)
 
 
 def _usage(exc: AclError) -> int:

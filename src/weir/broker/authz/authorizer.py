@@ -58,8 +58,6 @@ class Authorizer:
         self._store = store
         self._state = _State(AclIndex(store.load()))
         self._write_lock = threading.Lock()
-        #: called (on the calling thread) after the ACLs changed here
-        self.on_change: Callable[[], None] | None = None
 
     # ---- decisions ----------------------------------------------------------------------------
 
@@ -145,10 +143,6 @@ class Authorizer:
         self._change(remove)
         return matched
 
-    def reload(self) -> None:
-        """Read the ACLs from the store again (another broker changed them)."""
-        self._state = _State(AclIndex(self._store.load()))
-
     def _change(self, change: Callable[[frozenset[AclBinding]], frozenset[AclBinding]]) -> None:
         with self._write_lock:
             before = self._state.index.bindings
@@ -157,8 +151,6 @@ class Authorizer:
                 return
             self._store.write(before, after)
             self._state = _State(AclIndex(after))
-        if self.on_change is not None:
-            self.on_change()
 
 
 def _order(binding: AclBinding) -> tuple[int, str, int, str, str, int, int]:

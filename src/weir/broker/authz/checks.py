@@ -5,7 +5,7 @@ per resource named (never per record) and passes at once without an authorizer."
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from kio.schema.errors import ErrorCode
 
@@ -204,13 +204,17 @@ def leader_epoch_error(broker: BrokerContext, body: Any, topic: str) -> ErrorCod
     return topic_error(broker, AclOperation.DESCRIBE, topic)
 
 
-G = TypeVar("G")
+class _Group(Protocol):
+    group_id: str
+
+
+G = TypeVar("G", bound=_Group)
 
 
 def listable_groups(broker: BrokerContext, groups: Iterable[G]) -> list[G]:
     """ListGroups: every group with Describe on the cluster, else the groups the client may
     Describe; by group id."""
-    ordered = sorted(groups, key=lambda g: g.group_id)  # type: ignore[attr-defined]
+    ordered = sorted(groups, key=lambda g: g.group_id)
     if broker.authorizer is None or not cluster_error(broker, AclOperation.DESCRIBE):
         return ordered
-    return [g for g in ordered if not group_error(broker, AclOperation.DESCRIBE, g.group_id)]  # type: ignore[attr-defined]
+    return [g for g in ordered if not group_error(broker, AclOperation.DESCRIBE, g.group_id)]
