@@ -218,3 +218,12 @@ def listable_groups(broker: BrokerContext, groups: Iterable[G]) -> list[G]:
     if broker.authorizer is None or not cluster_error(broker, AclOperation.DESCRIBE):
         return ordered
     return [g for g in ordered if not group_error(broker, AclOperation.DESCRIBE, g.group_id)]
+
+
+def unreadable_partitions(
+    broker: BrokerContext, partitions: Partitions
+) -> dict[tuple[str, int], ErrorCode]:
+    """OffsetDelete: the partitions of topics the client may not Read, refused."""
+    partitions = list(partitions)
+    readable = authorized_names(broker, AclOperation.READ, TOPIC, (t for t, _ in partitions))
+    return {tp: ErrorCode.topic_authorization_failed for tp in partitions if tp[0] not in readable}
