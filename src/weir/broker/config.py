@@ -152,6 +152,13 @@ class BrokerConfig:
     connections_authentication_timeout_ms: int = 10_000
     #: how long a connection whose authentication failed stays open after the refusal is sent
     connection_failed_authentication_delay_ms: int = 100
+    #: the ACL authorizer: Kafka's `kafka.security.authorizer.AclAuthorizer` or
+    #: `org.apache.kafka.metadata.authorizer.StandardAuthorizer`; empty: no authorization
+    authorizer_class_name: str = ""
+    #: principals the authorizer allows everything, separated by semicolons (`User:admin`)
+    super_users: str = ""
+    #: whether a resource no ACL names is open to everyone (Kafka's default: no)
+    allow_everyone_if_no_acl_found: bool = False
     #: listener name -> {setting: value}, from `listener.name.<listener>.<setting>`
     listener_overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
     log_defaults: LogConfig = field(default_factory=LogConfig)

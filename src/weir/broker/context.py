@@ -9,6 +9,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from weir.broker.authz.acl import AclOperation, ResourceType
+from weir.broker.authz.authorizer import Authorizer
 from weir.broker.cluster_node import ClusterNode, LiveBroker
 from weir.broker.config import BrokerConfig
 from weir.broker.group.coordinator import GroupCoordinator
@@ -58,6 +60,13 @@ class BrokerContext:
     scram_credentials: ScramCredentialStore | None = None
     #: KIP-890's check of transactional batches against their coordinator
     verification: TransactionVerifier | None = None
+    #: the ACL authorizer (`authorizer.class.name`); None: every client may do everything
+    authorizer: Authorizer | None = None
+
+    def authorized(self, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
+        """Whether the client of the request being served may do `operation` on the
+        resource (always, without an authorizer)."""
+        return self.authorizer is None or self.authorizer.allows(operation, resource_type, name)
 
     @property
     def advertised(self) -> tuple[str, int]:

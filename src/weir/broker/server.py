@@ -31,6 +31,8 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from weir import diskio
+from weir.broker.authz.authorizer import from_config as authorizer_from_config
+from weir.broker.authz.gate import refusal
 from weir.broker.cluster_node import ClusterNode
 from weir.broker.config import BrokerConfig
 from weir.broker.connections import SMALL_FRAME_BYTES, ConnectionLimiter, RequestMemoryPool
@@ -91,6 +93,7 @@ class Broker:
         self.config = config
         self.clock: Clock = clock or SystemClock()
         self._security = listener_securities(config)  # before anything else: fail fast
+        authorizer = authorizer_from_config(config)
         self.cluster = ClusterNode(config) if config.zookeeper else None
         if self.cluster is not None:
             self.cluster.start()
@@ -107,6 +110,7 @@ class Broker:
         self._accept_failures = 0
         self._last_accept_log_ms: int | None = None
         self.context = self._open_storage()
+        self.context.authorizer = authorizer
 
     def _open_storage(self) -> BrokerContext:
         config = self.config
@@ -521,7 +525,10 @@ class Broker:
             response = api_versions.build(0, ErrorCode.unsupported_version)
             return encode_response(ApiKey.API_VERSIONS, 0, exc.correlation_id, response)
         started = self.clock.monotonic_ms()
-        result = await HANDLERS[request.api_key](self.context, request)
+        authorizer = self.context.authorizer
+        result = refusal(authorizer, request) if authorizer is not None else None
+        if result is None:
+            result = await HANDLERS[request.api_key](self.context, request)
         self._request_log.record(request, result, started)
         if result is None or isinstance(result, ChunkedResponse):
             return result

@@ -28,6 +28,17 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+#: topics the broker writes itself: no client deletes them, grows them, writes to them or
+#: deletes records from them, whatever its ACLs (INVALID_TOPIC_EXCEPTION)
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
+def internal_topic_error(name: str, what: str) -> TopicError | None:
+    """The refusal of a client's `what` on an internal topic; None for other topics."""
+    if name not in INTERNAL_TOPICS:
+        return None
+    return TopicError(ErrorCode.invalid_topic_exception, f"{name} is an internal topic: {what}")
+
 
 @dataclass(frozen=True, slots=True)
 class TopicError(Exception):
@@ -194,6 +205,8 @@ class TopicManager:
             raise TopicError(ErrorCode.invalid_replication_factor, str(exc)) from None
 
     def delete(self, name: str) -> TopicInfo:
+        if refused := internal_topic_error(name, "it cannot be deleted"):
+            raise refused
         if self.cluster is not None:
             return _stored(lambda: self.metadata.delete_topic(name))
         try:
@@ -217,6 +230,8 @@ class TopicManager:
         info = self.metadata.topic(name)
         if info is None:
             raise TopicError(ErrorCode.unknown_topic_or_partition, f"no topic {name!r}")
+        if refused := internal_topic_error(name, "partitions cannot be added to it"):
+            raise refused
         if total <= info.partitions:
             raise TopicError(
                 ErrorCode.invalid_partitions,

@@ -11,6 +11,7 @@ from confluent_kafka import KafkaException
 
 from weir import __version__
 from weir.cli import (
+    acl,
     agent,
     broker,
     clients,
@@ -38,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     groups.register(commands)
     txn.register(commands)
     user.register(commands)
+    acl.register(commands)
     consumer.register(commands)
     demo.register(commands)
     logtool.register(commands)

@@ -40,6 +40,9 @@ class ApiKey(enum.IntEnum):
     END_TXN = 26
     WRITE_TXN_MARKERS = 27
     TXN_OFFSET_COMMIT = 28
+    DESCRIBE_ACLS = 29
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     SASL_AUTHENTICATE = 36
@@ -89,6 +92,9 @@ ADVERTISED: Final = MappingProxyType(
         ApiKey.TXN_OFFSET_COMMIT: (0, 3),
         # coordinators' markers in a cluster; an operator's abort of a hanging transaction
         ApiKey.WRITE_TXN_MARKERS: (1, 1),
+        ApiKey.DESCRIBE_ACLS: (1, 3),
+        ApiKey.CREATE_ACLS: (1, 3),
+        ApiKey.DELETE_ACLS: (1, 3),
         ApiKey.DESCRIBE_CONFIGS: (1, 4),
         ApiKey.ALTER_CONFIGS: (0, 2),
         ApiKey.CREATE_PARTITIONS: (0, 3),

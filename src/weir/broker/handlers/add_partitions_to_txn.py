@@ -12,6 +12,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from weir.broker.authz.checks import add_partitions_refusals
 from weir.broker.context import BrokerContext, fenced_error, make
 from weir.protocol.apis import ApiKey
 from weir.protocol.codec import Request, response_module
@@ -34,7 +35,8 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
         return make(m.AddPartitionsToTxnResponse, throttle_time=datetime.timedelta(0),
                     error_code=ErrorCode.none, results_by_transaction=tuple(results))  # fmt: skip
     requested = [(t.name, p) for t in body.v3_and_below_topics for p in t.partitions]
-    errors = await _add(
+    refused = add_partitions_refusals(broker, body.v3_and_below_transactional_id, requested)
+    errors = refused or await _add(
         broker, body.v3_and_below_transactional_id, body.v3_and_below_producer_id,
         body.v3_and_below_producer_epoch, requested, request.api_version,
     )  # fmt: skip

@@ -7,6 +7,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from weir.broker.authz.acl import AclOperation
+from weir.broker.authz.checks import config_error
 from weir.broker.context import BrokerContext, make
 from weir.broker.handlers.describe_configs import TOPIC
 from weir.broker.topics import TopicError
@@ -43,6 +45,8 @@ def apply(
     broker: BrokerContext, resource: Any, change: Any, validate_only: bool
 ) -> tuple[ErrorCode, str | None]:
     """Set a topic's overrides to `change(current overrides)`; (error, message)."""
+    if refused := config_error(broker, AclOperation.ALTER_CONFIGS, resource):
+        return refused, None
     if resource.resource_type != TOPIC:
         return ErrorCode.invalid_request, "only topic configs can be altered"
     info = broker.metadata.topic(resource.resource_name)

@@ -15,6 +15,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from weir.broker.authz.acl import AclOperation
+from weir.broker.authz.checks import cluster_error
 from weir.broker.context import BrokerContext, make
 from weir.broker.handlers.describe_user_scram_credentials import NO_STORE_MESSAGE
 from weir.broker.security.credentials import Credentials, Deletion, Upsertion
@@ -37,6 +39,8 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
     body = request.body
     users = [d.name for d in body.deletions] + [u.name for u in body.upsertions]
     store = broker.scram_credentials
+    if error := cluster_error(broker, AclOperation.ALTER):
+        return _response(m, users, dict.fromkeys(users, (error, "Authorization failed.")))
     if store is None:
         refused = {u: (ErrorCode.invalid_request, NO_STORE_MESSAGE) for u in users}
         return _response(m, users, refused)

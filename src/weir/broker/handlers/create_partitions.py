@@ -8,6 +8,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from weir.broker.authz.acl import AclOperation
+from weir.broker.authz.checks import topic_error
 from weir.broker.context import BrokerContext, make
 from weir.broker.topics import TopicError
 from weir.protocol.apis import ApiKey
@@ -22,6 +24,8 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
     for topic in body.topics:
         error, message = ErrorCode.none, None
         try:
+            if refused := topic_error(broker, AclOperation.ALTER, topic.name):
+                raise TopicError(refused, "Authorization failed.")
             assignments = None
             if topic.assignments is not None:
                 assignments = [list(a.broker_ids) for a in topic.assignments]

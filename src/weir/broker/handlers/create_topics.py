@@ -8,6 +8,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from weir.broker.authz.checks import create_topic_error
 from weir.broker.context import BrokerContext, make
 from weir.broker.handlers.describe_configs import config_entries
 from weir.broker.topics import TopicError
@@ -38,6 +39,8 @@ def _create(
     """One topic's result; a topic created is added to `created` with its partition count."""
     configs = {c.name: c.value for c in topic.configs if c.value is not None}
     try:
+        if refused := create_topic_error(broker, topic.name):
+            raise TopicError(refused, "Authorization failed.")
         num_partitions, replication = topic.num_partitions, topic.replication_factor
         replicas = None
         if topic.assignments:

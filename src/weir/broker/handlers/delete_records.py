@@ -5,6 +5,9 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
+from weir.broker.authz.checks import delete_records_error
 from weir.broker.context import BrokerContext, make
 from weir.protocol.apis import ApiKey
 from weir.protocol.codec import Request, response_module
@@ -15,8 +18,11 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
     topics = []
     for topic in request.body.topics:
         partitions = []
+        refused = delete_records_error(broker, topic.name)
         for p in topic.partitions:
-            error, low = broker.replicas.delete_records(topic.name, p.partition_index, p.offset)
+            error, low = refused, -1
+            if refused is ErrorCode.none:
+                error, low = broker.replicas.delete_records(topic.name, p.partition_index, p.offset)
             partitions.append(
                 make(
                     m.DeleteRecordsPartitionResult,

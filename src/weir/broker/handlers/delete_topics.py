@@ -8,6 +8,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from weir.broker.authz.acl import AclOperation
+from weir.broker.authz.checks import topic_error
 from weir.broker.context import BrokerContext, make
 from weir.broker.topics import TopicError
 from weir.protocol.apis import ApiKey
@@ -50,6 +52,8 @@ def _delete(m: Any, broker: BrokerContext, name: str | None, topic_id: uuid.UUID
             )
     assert name is not None
     try:
+        if refused := topic_error(broker, AclOperation.DELETE, name):
+            raise TopicError(refused, "Authorization failed.")
         info = broker.topics.delete(name)
     except TopicError as exc:
         return make(

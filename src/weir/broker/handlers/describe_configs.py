@@ -11,6 +11,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from weir.broker.authz.acl import AclOperation
+from weir.broker.authz.checks import config_error
 from weir.broker.config import SCALED_SYNONYMS, BrokerConfig
 from weir.broker.context import BrokerContext, make
 from weir.protocol.apis import ApiKey
@@ -98,6 +100,8 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
 
 def _describe(m: Any, broker: BrokerContext, resource: Any, synonyms: bool, docs: bool) -> Any:
     entries: list[ConfigEntry]
+    if refused := config_error(broker, AclOperation.DESCRIBE_CONFIGS, resource):
+        return _result(m, resource, refused, None, [])
     if resource.resource_type == TOPIC:
         info = broker.metadata.topic(resource.resource_name)
         if info is None:

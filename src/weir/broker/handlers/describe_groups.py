@@ -7,6 +7,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from weir.broker.authz.acl import AclOperation
+from weir.broker.authz.checks import group_error
 from weir.broker.context import BrokerContext, make
 from weir.broker.group.state import DEAD, STABLE
 from weir.protocol.apis import ApiKey
@@ -20,11 +22,12 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
     described = []
     for group_id in request.body.groups:
         group = broker.groups.groups.get(group_id)
-        if group is None:
+        refused = group_error(broker, AclOperation.DESCRIBE, group_id)
+        if group is None or refused:
             described.append(
                 make(
                     m.DescribedGroup,
-                    error_code=ErrorCode.none,
+                    error_code=refused,
                     group_id=group_id,
                     group_state=DEAD.value,
                     protocol_type="",

@@ -9,6 +9,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from weir.broker.authz.acl import AclOperation
+from weir.broker.authz.checks import topic_error
 from weir.broker.context import BrokerContext, make
 from weir.protocol.apis import ApiKey
 from weir.protocol.codec import Request, response_module
@@ -21,9 +23,10 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
         partitions = []
         for index in topic.partition_indexes:
             partition = broker.replicas.get(topic.name, index)
-            if partition is None or not partition.serving:
-                error = (ErrorCode.unknown_topic_or_partition if partition is None
-                         else ErrorCode.not_leader_or_follower)  # fmt: skip
+            refused = topic_error(broker, AclOperation.READ, topic.name)
+            if refused or partition is None or not partition.serving:
+                error = refused or (ErrorCode.unknown_topic_or_partition if partition is None
+                                    else ErrorCode.not_leader_or_follower)  # fmt: skip
                 partitions.append(make(m.PartitionResponse, partition_index=index,
                                        error_code=error, active_producers=()))  # fmt: skip
                 continue

@@ -9,6 +9,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from weir.broker.authz.acl import AclOperation
+from weir.broker.authz.checks import transactional_id_error
 from weir.broker.context import BrokerContext, make
 from weir.broker.txn.coordinator import TransactionDescription
 from weir.protocol.apis import ApiKey
@@ -19,8 +21,9 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
     m = response_module(ApiKey.DESCRIBE_TRANSACTIONS, request.api_version)
     states = []
     for transactional_id in request.body.transactional_ids:
-        if broker.transactions is None:
-            description = TransactionDescription(ErrorCode.coordinator_not_available,
+        refused = transactional_id_error(broker, AclOperation.DESCRIBE, transactional_id)
+        if refused or broker.transactions is None:
+            description = TransactionDescription(refused or ErrorCode.coordinator_not_available,
                                                  transactional_id)  # fmt: skip
         else:
             description = broker.transactions.describe(transactional_id)

@@ -11,6 +11,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from weir.broker.authz.acl import AclOperation
+from weir.broker.authz.checks import cluster_error
 from weir.broker.context import BrokerContext, make
 from weir.protocol.apis import ApiKey
 from weir.protocol.codec import Request, response_module
@@ -25,6 +27,8 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
     if body.topic_partitions is not None:
         wanted = [(t.topic, p) for t in body.topic_partitions for p in t.partitions]
     election_type = getattr(body, "election_type", 0)
+    if refused := cluster_error(broker, AclOperation.ALTER):
+        return _refusal(m, refused, wanted or [])
     if broker.cluster is None:
         results = _single_node(broker, wanted)
     else:

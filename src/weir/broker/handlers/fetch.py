@@ -21,6 +21,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import Records
 
+from weir.broker.authz.checks import split_fetch
 from weir.broker.context import BrokerContext, make
 from weir.broker.replica_manager import FetchRequestPartition, FetchResult, release
 from weir.broker.wire import ChunkedResponse
@@ -40,6 +41,7 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
         for topic in body.topics for p in topic.partitions
     ]  # fmt: skip
     replica_id = getattr(body, "replica_id", -1)
+    wanted, refused = split_fetch(broker, wanted, replica_id)
     from_followers = replica_id < 0 and request.api_version >= FOLLOWER_FETCH_VERSION
     redirected = []
     client_rack = getattr(body, "rack_id", "")
@@ -66,7 +68,7 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
         read_committed=getattr(body, "isolation_level", 0) == READ_COMMITTED,
     )
     try:
-        return _response(request, results + redirected)
+        return _response(request, results + redirected + refused)
     except BaseException:
         release(results)
         raise

@@ -9,6 +9,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from weir.broker.authz.checks import coordinator_error
 from weir.broker.context import BrokerContext, make
 from weir.broker.group.store import OFFSETS_TOPIC, GroupStore
 from weir.broker.txn.store import TRANSACTION_STATE_TOPIC, TransactionStore
@@ -52,6 +53,8 @@ def _coordinator(
 ) -> tuple[int, str, int, ErrorCode, str | None]:
     """(node, host, port, error, message) of the coordinator for `key`: this broker on a
     single node; in a cluster, the leader of the key's internal partition."""
+    if refused := coordinator_error(broker, key, key_type):
+        return -1, "", -1, refused, None
     topic, index, error, message = _internal_partition(broker, key, key_type)
     if error is not ErrorCode.none:
         return -1, "", -1, error, message

@@ -7,6 +7,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from weir.broker.authz.checks import listable_groups
 from weir.broker.context import BrokerContext, make
 from weir.protocol.apis import ApiKey
 from weir.protocol.codec import Request, response_module
@@ -18,7 +19,7 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
     groups = tuple(
         make(m.ListedGroup, group_id=g.group_id, protocol_type=g.protocol_type or "",
              group_state=g.state.value)
-        for g in sorted(broker.groups.groups.values(), key=lambda g: g.group_id)
+        for g in listable_groups(broker, broker.groups.groups.values())
         if not states or g.state.value in states
     )  # fmt: skip
     return make(

@@ -6,6 +6,10 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
+from weir.broker.authz.acl import AclOperation
+from weir.broker.authz.checks import topic_error
 from weir.broker.context import BrokerContext, make
 from weir.protocol.apis import ApiKey
 from weir.protocol.codec import Request, response_module
@@ -19,10 +23,13 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
     read_committed = getattr(request.body, "isolation_level", 0) == READ_COMMITTED
     for topic in request.body.topics:
         partitions = []
+        refused = topic_error(broker, AclOperation.DESCRIBE, topic.name)
         for p in topic.partitions:
-            error, offset, timestamp = broker.replicas.list_offset(
-                topic.name, p.partition_index, p.timestamp, read_committed=read_committed
-            )
+            error, offset, timestamp = refused, -1, -1
+            if refused is ErrorCode.none:
+                error, offset, timestamp = broker.replicas.list_offset(
+                    topic.name, p.partition_index, p.timestamp, read_committed=read_committed
+                )
             partition = broker.replicas.get(topic.name, p.partition_index)
             epoch = partition.leader_epoch if partition is not None else -1
             partitions.append(

@@ -10,6 +10,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from weir.broker.authz.acl import AclOperation, ResourceType
 from weir.broker.context import BrokerContext, make
 from weir.broker.txn.state import TxnState
 from weir.protocol.apis import ApiKey
@@ -43,6 +44,8 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
             make(m.TransactionState, transactional_id=t.transactional_id,
                  producer_id=t.producer_id, transaction_state=t.state.value)
             for t in listed
+            if broker.authorized(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID,
+                                 t.transactional_id)
         ),
     )  # fmt: skip
 

@@ -10,9 +10,10 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from weir.broker.authz.checks import metadata_error, visible_topics
 from weir.broker.cluster_node import ClusterNode
 from weir.broker.context import BrokerContext, make
-from weir.broker.topics import TopicError
+from weir.broker.topics import INTERNAL_TOPICS, TopicError
 from weir.cluster.metadata import TopicInfo
 from weir.protocol.apis import ApiKey
 from weir.protocol.codec import Request, response_module
@@ -27,16 +28,23 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
     allow_create = getattr(body, "allow_auto_topic_creation", True)
     topics = []
     cluster = broker.cluster
+    refused = {n: e for n in requested or () if (e := metadata_error(broker, n, allow_create))}
     if cluster is not None:
-        names = sorted(cluster.cache.topics) if requested is None else requested
-        topics = [_cluster_topic(m, broker, cluster, name, allow_create) for name in names]
-    elif requested is None:
+        names = visible_topics(broker, cluster.cache.topics) if requested is None else requested
         topics = [
-            _topic(m, broker, info)
-            for info in sorted(broker.metadata.topics().values(), key=lambda t: t.name)
-        ]
+            _missing(m, name, refused[name]) if name in refused
+            else _cluster_topic(m, broker, cluster, name, allow_create)
+            for name in names
+        ]  # fmt: skip
+    elif requested is None:
+        visible = visible_topics(broker, broker.metadata.topics())
+        topics = [_topic(m, broker, broker.metadata.topics()[name]) for name in visible]
     else:
-        topics = [_requested_topic(m, broker, name, allow_create) for name in requested]
+        topics = [
+            _missing(m, name, refused[name]) if name in refused
+            else _requested_topic(m, broker, name, allow_create)
+            for name in requested
+        ]  # fmt: skip
     nodes = tuple(
         make(m.MetadataResponseBroker, node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
         for b in broker.live_brokers()
@@ -101,7 +109,7 @@ def _cluster_topic(
         error_code=ErrorCode.none,
         name=name,
         topic_id=cluster.cache.topic_ids.get(name, uuid.UUID(int=0)),
-        is_internal=name.startswith("__"),
+        is_internal=name in INTERNAL_TOPICS,
         partitions=tuple(entries),
         topic_authorized_operations=NO_OPERATIONS,
     )
@@ -142,7 +150,7 @@ def _topic(m: Any, broker: BrokerContext, info: TopicInfo) -> Any:
         error_code=ErrorCode.none,
         name=info.name,
         topic_id=info.topic_id,
-        is_internal=False,
+        is_internal=info.name in INTERNAL_TOPICS,
         partitions=tuple(partitions),
         topic_authorized_operations=NO_OPERATIONS,
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from weir.broker.authz.checks import commit_refusals
 from weir.broker.context import BrokerContext, make
 from weir.broker.group.group import CommittedOffset
 from weir.protocol.apis import ApiKey
@@ -22,13 +23,15 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
         )
         for topic in body.topics for p in topic.partitions
     }  # fmt: skip
+    refused = commit_refusals(broker, body.group_id, offsets)
+    offsets = {tp: offset for tp, offset in offsets.items() if tp not in refused}
     generation = getattr(body, "generation_id_or_member_epoch", None)
     if generation is None:
         generation = body.generation_id
-    results = broker.groups.commit_offsets(
+    results = refused | (broker.groups.commit_offsets(
         body.group_id, generation, body.member_id, getattr(body, "group_instance_id", None),
         offsets, broker.replicas.get,
-    )  # fmt: skip
+    ) if offsets or not refused else {})  # fmt: skip
     topics: dict[str, list[Any]] = {}
     for (name, index), error in results.items():
         topics.setdefault(name, []).append(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from weir.broker.authz.checks import unreadable_partitions
 from weir.broker.context import BrokerContext, make
 from weir.protocol.apis import ApiKey
 from weir.protocol.codec import Request, response_module
@@ -14,7 +15,11 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
     m = response_module(ApiKey.OFFSET_DELETE, request.api_version)
     body = request.body
     wanted = [(t.name, p.partition_index) for t in body.topics for p in t.partitions]
-    error, results = broker.groups.delete_offsets(body.group_id, wanted)
+    refused = unreadable_partitions(broker, wanted)
+    error, results = broker.groups.delete_offsets(
+        body.group_id, [w for w in wanted if w not in refused]
+    )
+    results = {**results, **refused}
     topics: dict[str, list[Any]] = {}
     for (name, index), partition_error in results.items():
         topics.setdefault(name, []).append(

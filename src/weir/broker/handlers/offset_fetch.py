@@ -9,6 +9,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from weir.broker.authz.acl import AclOperation, ResourceType
+from weir.broker.authz.checks import authorized_names, group_error
 from weir.broker.context import BrokerContext, make
 from weir.protocol.apis import ApiKey
 from weir.protocol.codec import Request, response_module
@@ -17,7 +19,13 @@ from weir.protocol.codec import Request, response_module
 async def handle(broker: BrokerContext, request: Request) -> Any:
     m = response_module(ApiKey.OFFSET_FETCH, request.api_version)
     body = request.body
-    coordinates = broker.groups.store.is_coordinator
+
+    def coordinates(group_id: str) -> bool:  # refused groups are answered as not coordinated
+        return broker.groups.store.is_coordinator(group_id) and not refused(group_id)
+
+    def refused(group_id: str) -> ErrorCode:
+        return group_error(broker, AclOperation.DESCRIBE, group_id)
+
     stable = bool(getattr(body, "require_stable", False))
     if hasattr(body, "groups"):
         groups = tuple(
@@ -26,13 +34,13 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
                                 "OffsetFetchResponsePartitions", stable))
             if coordinates(g.group_id)
             else make(m.OffsetFetchResponseGroup, group_id=g.group_id,
-                      error_code=ErrorCode.not_coordinator, topics=())
+                      error_code=refused(g.group_id) or ErrorCode.not_coordinator, topics=())
             for g in body.groups
         )  # fmt: skip
         return make(m.OffsetFetchResponse, throttle_time=datetime.timedelta(0), groups=groups)
     if not coordinates(body.group_id):  # a moved coordinator: the client looks it up again
         return make(m.OffsetFetchResponse, throttle_time=datetime.timedelta(0), topics=(),
-                    error_code=ErrorCode.not_coordinator)  # fmt: skip
+                    error_code=refused(body.group_id) or ErrorCode.not_coordinator)  # fmt: skip
     topics = _topics(m, broker, body.group_id, body.topics, "OffsetFetchResponseTopic",
                      "OffsetFetchResponsePartition", stable)  # fmt: skip
     return make(
@@ -57,9 +65,15 @@ def _topics(
         wanted = [(t.name, p) for t in requested for p in t.partition_indexes]
     committed = broker.groups.fetch_offsets(group_id, wanted)
     topics: dict[str, list[Any]] = {}
+    names = (name for name, _ in committed)
+    describable = authorized_names(broker, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
     for (name, index), offset in sorted(committed.items()):
         error = ErrorCode.none
-        if require_stable and broker.groups.has_pending(group_id, (name, index)):
+        if name not in describable:
+            if wanted is None:  # all topics: those it may not describe are left out
+                continue
+            error, offset = ErrorCode.topic_authorization_failed, None
+        elif require_stable and broker.groups.has_pending(group_id, (name, index)):
             error, offset = ErrorCode.unstable_offset_commit, None
         topics.setdefault(name, []).append(make(
             getattr(m, partition_type), partition_index=index,

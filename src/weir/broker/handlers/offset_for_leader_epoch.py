@@ -12,6 +12,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from weir.broker.authz.checks import leader_epoch_error
 from weir.broker.context import BrokerContext, make
 from weir.protocol.apis import ApiKey
 from weir.protocol.codec import Request, response_module
@@ -23,8 +24,9 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
     m = response_module(ApiKey.OFFSET_FOR_LEADER_EPOCH, request.api_version)
     topics = []
     for topic in request.body.topics:
+        refused = leader_epoch_error(broker, request.body, topic.topic)
         partitions = tuple(
-            _end_offset(m, broker, topic.topic, p) for p in topic.partitions
+            _end_offset(m, broker, topic.topic, p, refused) for p in topic.partitions
         )
         topics.append(make(m.OffsetForLeaderTopicResult, topic=topic.topic, partitions=partitions))
     return make(
@@ -32,10 +34,12 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
     )
 
 
-def _end_offset(m: Any, broker: BrokerContext, topic: str, request: Any) -> Any:
+def _end_offset(m: Any, broker: BrokerContext, topic: str, request: Any, refused: ErrorCode) -> Any:
     partition = broker.replicas.get(topic, request.partition)
-    error = ErrorCode.none
-    if partition is None:
+    error = refused
+    if refused:
+        pass
+    elif partition is None:
         error = ErrorCode.unknown_topic_or_partition
     elif not partition.serving:
         error = ErrorCode.not_leader_or_follower

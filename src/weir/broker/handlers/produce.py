@@ -13,6 +13,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from weir.broker.authz.checks import produce_error
 from weir.broker.context import BrokerContext, make
 from weir.protocol.apis import ApiKey
 from weir.protocol.codec import Request, response_module
@@ -27,12 +28,16 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
     body = request.body
     answered: list[tuple[str, list[Any]]] = []
     waits = []
-    refused = await _verify_transactional(broker, body)
+    transactional_id = getattr(body, "transactional_id", None)
+    unverified = await _verify_transactional(broker, body)
     for topic in body.topic_data:
         partitions: list[Any] = []
         for data in topic.partition_data:
+            refused = produce_error(broker, topic.name, transactional_id)
+            if refused[0] is ErrorCode.none:
+                refused = unverified.get((topic.name, data.index), refused)
             response, message, end_offset = _append(
-                m, broker, topic.name, data, body.acks, refused.get((topic.name, data.index))
+                m, broker, topic.name, data, body.acks, refused
             )
             if response.error_code != ErrorCode.none:
                 where = f"{topic.name}-{data.index}"
@@ -85,15 +90,15 @@ def _append(
     topic: str,
     data: Any,
     acks: int,
-    refused: tuple[ErrorCode, str] | None,
+    refused: tuple[ErrorCode, str],
 ) -> tuple[Any, str | None, int]:
     """The partition's response, the reason for its error if it has one, and the log end
-    offset after the append (-1 if nothing was appended). `refused`: why transaction
-    verification refused the batch, if it did."""
+    offset after the append (-1 if nothing was appended). `refused`: why authorization
+    or transaction verification refused the batch, if either did."""
     if acks not in VALID_ACKS:
         message = f"acks={acks}"
         return _error(m, data.index, ErrorCode.invalid_required_acks, message), message, -1
-    if refused is not None:
+    if refused[0] is not ErrorCode.none:
         error, message = refused
         return _error(m, data.index, error, message), message, -1
     result = broker.replicas.append(topic, data.index, data.records, acks=acks)

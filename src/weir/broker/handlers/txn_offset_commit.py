@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from weir.broker.authz.checks import commit_refusals
 from weir.broker.context import BrokerContext, make
 from weir.broker.group.group import CommittedOffset
 from weir.protocol.apis import ApiKey
@@ -25,11 +26,13 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
         )
         for topic in body.topics for p in topic.partitions
     }  # fmt: skip
-    results = broker.groups.commit_transactional_offsets(
+    refused = commit_refusals(broker, body.group_id, offsets, body.transactional_id)
+    offsets = {tp: offset for tp, offset in offsets.items() if tp not in refused}
+    results = refused | (broker.groups.commit_transactional_offsets(
         body.group_id, (body.producer_id, body.producer_epoch),
         getattr(body, "generation_id", -1), getattr(body, "member_id", ""),
         getattr(body, "group_instance_id", None), offsets, broker.replicas.get,
-    )  # fmt: skip
+    ) if offsets or not refused else {})  # fmt: skip
     topics: dict[str, list[Any]] = {}
     for (name, index), error in results.items():
         topics.setdefault(name, []).append(

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from weir.broker.authz.acl import AclOperation
+from weir.broker.authz.checks import cluster_error
 from weir.broker.context import BrokerContext, make
 from weir.broker.txn.markers import append_markers_here, control_batch
 from weir.protocol.apis import ApiKey
@@ -21,11 +23,12 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
     verification = broker.verification
     on_marker = verification.guards.marker_written if verification is not None else None
     results = []
+    refused = cluster_error(broker, AclOperation.CLUSTER_ACTION)
     for marker in request.body.markers:
         partitions = [(t.name, int(i)) for t in marker.topics for i in t.partition_indexes]
         batch = control_batch(marker.producer_id, marker.producer_epoch,
                               marker.coordinator_epoch, marker.transaction_result, now)  # fmt: skip
-        outcome = await append_markers_here(
+        outcome = dict.fromkeys(partitions, refused) if refused else await append_markers_here(
             broker.replicas, batch, marker.producer_id, marker.transaction_result, partitions,
             broker.groups.complete_transaction, on_marker,
         )  # fmt: skip
