@@ -3,7 +3,8 @@
 An ACL created through broker 1 is listed by DescribeAcls on broker 2 and refuses broker 2's
 next request; one deleted through broker 1 stops a consumer reading from broker 2; the znodes
 are Kafka's (`/kafka-acl/Topic/orders`, `/kafka-acl-extended/prefixed/...`, the two change
-queues). Two stores changing one resource at once both keep their changes.
+queues). The brokers' own requests (a follower's Fetch, a leader's AddPartitionsToTxn v4) need
+ClusterAction. Two stores changing one resource at once both keep their changes.
 
 Cluster mode serves one PLAINTEXT listener on this branch, so every client and every broker is
 User:ANONYMOUS: the brokers run with `allow.everyone.if.no.acl.found = true` (the cluster
@@ -13,6 +14,7 @@ User:alice.
 
 from __future__ import annotations
 
+import datetime
 import json
 import threading
 import time
@@ -24,10 +26,13 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.create_acls.v3 import request as create_request
 from kio.schema.delete_acls.v3 import request as delete_request
 from kio.schema.describe_acls.v3 import request as describe_request
+from kio.schema.errors import ErrorCode
 
 from weir.broker.authz.acl import AclOperation, AclPermissionType, PatternType, ResourceType
 from weir.cluster.acl_znodes import AclEntry, AclResource
 from weir.cluster.zookeeper_acls import ZooKeeperAcls
+from weir.protocol.apis import ApiKey
+from weir.protocol.codec import request_module
 
 CREATE_ACLS, DESCRIBE_ACLS, DELETE_ACLS = 30, 29, 31
 CONFIG = {
@@ -117,6 +122,55 @@ def test_acls_are_shared_by_the_brokers_through_zookeeper(
         consumer.close()
     assert not zk_view.exists("/kafka-acl/Topic/orders")  # its last ACL is gone
     assert described(two.address) == {("ord", PREFIXED, "User:alice", AclOperation.WRITE)}
+    assert_brokers_need_cluster_action(one.address, two.address)
+
+
+def assert_brokers_need_cluster_action(one: tuple[str, int], two: tuple[str, int]) -> None:
+    """A follower's Fetch and a leader's AddPartitionsToTxn v4 need ClusterAction on the
+    cluster: allowed while the cluster has no ACL, refused by broker 1 once broker 2 stores a
+    deny for the brokers' principal."""
+    assert follower_fetch_error(one) == ErrorCode.unknown_topic_or_partition  # not a replica
+    assert verify_error(one) == ErrorCode.none
+    response = exchange(two, CREATE_ACLS, 3, create_request.CreateAclsRequest(creations=(
+        create_request.AclCreation(
+            resource_type=ResourceType.CLUSTER, resource_name="kafka-cluster",
+            resource_pattern_type=LITERAL, principal=ANONYMOUS, host="*",
+            operation=AclOperation.CLUSTER_ACTION, permission_type=AclPermissionType.DENY,
+        ),
+    )))  # fmt: skip
+    assert [r.error_code for r in response.results] == [0]
+    poll(lambda: verify_error(one) == ErrorCode.cluster_authorization_failed, 10,
+         "AddPartitionsToTxn v4 refused by broker 1")  # fmt: skip
+    assert follower_fetch_error(one) == ErrorCode.topic_authorization_failed
+
+
+def follower_fetch_error(address: tuple[str, int]) -> ErrorCode:
+    m = request_module(ApiKey.FETCH, 12)
+    partition = m.FetchPartition(
+        partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1,
+        log_start_offset=0, partition_max_bytes=1 << 20,
+    )  # fmt: skip
+    response = exchange(address, ApiKey.FETCH, 12, m.FetchRequest(
+        cluster_id=None, replica_id=2, max_wait=datetime.timedelta(0), min_bytes=1,
+        max_bytes=1 << 20, isolation_level=0, session_id=0, session_epoch=-1,
+        topics=(m.FetchTopic(topic="orders", partitions=(partition,)),),
+        forgotten_topics_data=(), rack_id="",
+    ))  # fmt: skip
+    [topic] = response.responses
+    [data] = topic.partitions
+    return ErrorCode(data.error_code)
+
+
+def verify_error(address: tuple[str, int]) -> ErrorCode:
+    """The top-level error of a partition leader's AddPartitionsToTxn v4 (verify_only)."""
+    m = request_module(ApiKey.ADD_PARTITIONS_TO_TXN, 4)
+    response = exchange(address, ApiKey.ADD_PARTITIONS_TO_TXN, 4, m.AddPartitionsToTxnRequest(
+        transactions=(m.AddPartitionsToTxnTransaction(
+            transactional_id="txn", producer_id=1, producer_epoch=0, verify_only=True,
+            topics=(m.AddPartitionsToTxnTopic(name="orders", partitions=(0,)),),
+        ),),
+    ))  # fmt: skip
+    return ErrorCode(response.error_code)
 
 
 def assert_kafka_layout(zk_view: Any) -> None:
