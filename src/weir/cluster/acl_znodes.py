@@ -145,12 +145,14 @@ def parse_change(changes: str, data: bytes | None) -> AclResource:
             raise ZnodeFormatError(f"{changes}: expected RESOURCE_TYPE:NAME, got {text!r}")
         return AclResource(resource_type_title(kind), name, LITERAL)
     document = _document(changes, data)
-    kind, name, pattern = (document.get(k) for k in ("resourceType", "name", "patternType"))
-    if not (isinstance(kind, str) and isinstance(name, str) and isinstance(pattern, str)):
+    fields = [document.get(k) for k in ("resourceType", "name", "patternType")]
+    texts = [f for f in fields if isinstance(f, str)]
+    if len(texts) != len(fields):
         raise ZnodeFormatError(f"{changes}: a change without resourceType, name, patternType")
+    resource_type, resource_name, pattern = texts
     if pattern.upper() not in ACL_ROOTS:
         raise ZnodeFormatError(f"{changes}: unknown pattern type {pattern!r}")
-    return AclResource(resource_type_title(kind), name, pattern.upper())
+    return AclResource(resource_type_title(resource_type), resource_name, pattern.upper())
 
 
 def change_sequence(child: str) -> int | None:
