@@ -28,7 +28,20 @@ from kio.schema.delete_acls.v3 import request as delete_request
 from kio.schema.describe_acls.v3 import request as describe_request
 from kio.schema.errors import ErrorCode
 
-from weir.broker.authz.acl import AclOperation, AclPermissionType, PatternType, ResourceType
+from weir.broker.authz.acl import (
+    AccessControlEntry,
+    AclBinding,
+    AclBindingFilter,
+    AclError,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+)
+from weir.broker.authz.authorizer import Authorizer
+from weir.broker.authz.decision import Policy
+from weir.broker.authz.store import ZooKeeperAclStore
 from weir.cluster.acl_znodes import AclEntry, AclResource
 from weir.cluster.zookeeper_acls import ZooKeeperAcls
 from weir.protocol.apis import ApiKey
@@ -235,3 +248,40 @@ def test_two_brokers_changing_one_resource_keep_both_changes(zookeeper):
     finally:
         for store in stores:
             store.close()
+
+
+def test_authorizers_on_one_zookeeper_follow_each_others_changes(zookeeper, zk_view):
+    """Two authorizers (as two brokers hold them) on one ZooKeeper: a change through either
+    decides the other's next authorization; an entry another tool wrote that this version
+    cannot read is kept through changes; a name ZooKeeper cannot hold is refused."""
+    connect = f"{zookeeper.connect}{CHROOT}"
+    zk_view.client.ensure_path(f"{CHROOT}/kafka-acl/Group")
+    zk_view.client.create(f"{CHROOT}/kafka-acl/Group/etl", json.dumps({"version": 1, "acls": [
+        {"principal": "User:bob", "permissionType": "Allow", "operation": "Fly", "host": "*"},
+    ]}).encode())  # fmt: skip
+    authorizers = []
+    for _ in range(2):
+        acls = ZooKeeperAcls(connect)
+        acls.start(30)
+        authorizers.append(Authorizer(Policy(), ZooKeeperAclStore(acls)))
+    first, second = authorizers
+    alice_reads = AccessControlEntry("User:alice", "*", AclOperation.READ, ALLOW)
+    read_etl = AclBinding(ResourcePattern(ResourceType.GROUP, "etl", LITERAL), alice_reads)
+    try:
+        assert not second.authorize("User:alice", "h", AclOperation.READ, ResourceType.GROUP, "etl")
+        assert first.create([read_etl]) == [None]
+        poll(lambda: second.authorize("User:alice", "h", AclOperation.READ, ResourceType.GROUP,
+                                      "etl"), 10, "alice may read etl on the second")  # fmt: skip
+        stored = zk_view.json("/kafka-acl/Group/etl")["acls"]
+        assert {a["operation"] for a in stored} == {"Fly", "Read"}
+
+        assert second.delete([AclBindingFilter(principal="User:alice")]) == [[read_etl]]
+        poll(lambda: not first.bindings, 10, "the deletion seen by the first")
+        assert [a["operation"] for a in zk_view.json("/kafka-acl/Group/etl")["acls"]] == ["Fly"]
+
+        slash = AclBinding(ResourcePattern(ResourceType.GROUP, "a/b", LITERAL), read_etl.entry)
+        [refused] = first.create([slash])
+        assert isinstance(refused, AclError) and "znode" in str(refused)
+    finally:
+        for authorizer in authorizers:
+            authorizer.close()
