@@ -354,6 +354,8 @@ class Broker:
         if self.cluster is not None:
             await self.cluster.stop_replicating()
             await asyncio.get_running_loop().run_in_executor(None, self.cluster.close)
+        if self.context.authorizer is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self.context.authorizer.close)
         self.context.replicas.log_manager.close()
         self._scheduler.shutdown()
 

@@ -67,6 +67,8 @@ from weir.cluster.zookeeper import ZooKeeperMetadataStore
 
 log = logging.getLogger(__name__)
 
+#: the answer of a broker whose authorizer refuses the controller's requests
+CLUSTER_AUTHORIZATION_FAILED = 31
 #: UpdateMetadata's leader for a partition being deleted (Kafka's LeaderDuringDelete)
 LEADER_DURING_DELETE = -2
 LEADER_AND_ISR = 4
@@ -851,6 +853,11 @@ class Controller:
 
     def _leader_and_isr_answered(self, node_id: int) -> Any:
         def answered(response: Any) -> None:
+            if response.error_code == CLUSTER_AUTHORIZATION_FAILED:
+                log.error("broker %d refused LeaderAndIsr: CLUSTER_AUTHORIZATION_FAILED (the "
+                          "brokers' principal needs ClusterAction on the cluster: list it in "
+                          "super.users)", node_id)  # fmt: skip
+                return
             if response.error_code:
                 log.warning("broker %d refused LeaderAndIsr: %s", node_id, response.error_code)
                 return

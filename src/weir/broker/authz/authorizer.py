@@ -1,26 +1,33 @@
-"""The broker's authorizer (`authorizer.class.name`): its ACLs, kept in an `AclStore`, and the
-decisions requests ask of it for the principal and address of their connection.
+"""The broker's authorizer (`authorizer.class.name`): its ACLs, kept in an `AclStore` (a file
+on a single node, ZooKeeper in cluster mode), and the decisions requests ask of it for the
+principal and address of their connection.
 
 Decisions are cached per (principal, host, operation, resource) until the ACLs change, so a
 request pays a dictionary lookup per resource it names. A change builds a new index and an
 empty cache together and swaps them in at once: a decision is never made on one index and
-remembered under another.
+remembered under another. In cluster mode a change another broker announces reloads that
+resource from the store and swaps in the same way, so every broker decides on it within a
+moment (Kafka's AclAuthorizer does the same).
 
 Thread-safety: `authorize`, `describe` and the helpers run on the event loop; `create` and
-`delete` write the store and run in an executor (they are serialised by a lock).
+`delete` write the store and run in an executor; they and the reloads announced by the store
+(on its own thread) are serialised by a lock. Decisions never wait for it.
 """
 
 from __future__ import annotations
 
+import functools
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from weir.broker.authz.acl import (
+    AccessControlEntry,
     AclBinding,
     AclBindingFilter,
     AclError,
     AclOperation,
+    ResourcePattern,
     ResourceType,
 )
 from weir.broker.authz.decision import (
@@ -30,10 +37,18 @@ from weir.broker.authz.decision import (
     authorize_any,
     parse_super_users,
 )
-from weir.broker.authz.store import AclStore, FileAclStore
+from weir.broker.authz.store import (
+    AclStore,
+    Change,
+    Entries,
+    FileAclStore,
+    Outcome,
+    ZooKeeperAclStore,
+)
 from weir.broker.config import BrokerConfig
 from weir.broker.security.errors import SecurityConfigError
 from weir.broker.security.session import current_session
+from weir.cluster.zookeeper_acls import ZooKeeperAcls
 
 #: Kafka's class names for its ACL authorizer (ZooKeeper era, and KRaft's)
 AUTHORIZER_CLASS_NAMES = frozenset({
@@ -56,8 +71,16 @@ class Authorizer:
     def __init__(self, policy: Policy, store: AclStore) -> None:
         self.policy = policy
         self._store = store
-        self._state = _State(AclIndex(store.load()))
-        self._write_lock = threading.Lock()
+        # re-entrant: the store may announce a change from within `watch`, on this thread
+        self._lock = threading.RLock()
+        with self._lock:  # a change announced while loading waits for the load
+            self._state = _State(AclIndex())
+            store.watch(self._reload)
+            self._state = _State(AclIndex(store.load()))
+
+    def close(self) -> None:
+        """End the store's session (cluster mode). Blocks."""
+        self._store.close()
 
     # ---- decisions ----------------------------------------------------------------------------
 
@@ -111,46 +134,87 @@ class Authorizer:
     def describe(self, acl_filter: AclBindingFilter) -> list[AclBinding]:
         return [b for b in self.bindings if acl_filter.matches(b)]
 
-    def create(self, bindings: Iterable[AclBinding]) -> list[AclError | None]:
-        """Store the valid bindings (all together); one result per binding: None, or why it
-        was refused. Blocks on the store."""
-        results: list[AclError | None] = []
-        valid = []
+    def create(self, bindings: Iterable[AclBinding]) -> list[Exception | None]:
+        """Store the valid bindings; one result per binding: None, or why it was refused (an
+        AclError for an invalid binding, an AclStoreError when the store failed). Blocks on
+        the store."""
+        bindings = list(bindings)
+        results: list[Exception | None] = []
+        added: dict[ResourcePattern, set[AccessControlEntry]] = {}
         for binding in bindings:
             try:
-                valid.append(binding.validate())
+                binding.validate()
                 results.append(None)
+                added.setdefault(binding.pattern, set()).add(binding.entry)
             except AclError as exc:
                 results.append(exc)
-        if valid:
-            self._change(lambda current: current | set(valid))
+        outcomes = self._update({
+            pattern: functools.partial(_with, frozenset(entries))
+            for pattern, entries in added.items()
+        })  # fmt: skip
+        for position, binding in enumerate(bindings):
+            outcome = outcomes.get(binding.pattern)
+            if results[position] is None and isinstance(outcome, Exception):
+                results[position] = outcome
         return results
 
-    def delete(self, filters: Iterable[AclBindingFilter]) -> list[list[AclBinding]]:
-        """Remove every binding a filter matches; per filter, the bindings it matched.
-        Blocks on the store."""
+    def delete(self, filters: Iterable[AclBindingFilter]) -> list[list[AclBinding] | Exception]:
+        """Remove every binding a filter matches, on the resources this broker knows to match
+        (as Kafka does); per filter, the bindings it matched, or why the store failed. Blocks
+        on the store."""
         filters = list(filters)
-        matched: list[list[AclBinding]] = [[] for _ in filters]
-
-        def remove(current: frozenset[AclBinding]) -> frozenset[AclBinding]:
+        patterns = {
+            b.pattern for b in self.bindings if any(f.matches_pattern(b.pattern) for f in filters)
+        }
+        outcomes = self._update({p: functools.partial(_without, p, filters) for p in patterns})
+        matched: list[list[AclBinding] | Exception] = [[] for _ in filters]
+        for pattern, outcome in outcomes.items():
             for position, acl_filter in enumerate(filters):
-                matched[position] = sorted(
-                    (b for b in current if acl_filter.matches(b)), key=_order
-                )
-            gone = {b for found in matched for b in found}
-            return current - gone
+                found = matched[position]
+                if isinstance(found, Exception) or not acl_filter.matches_pattern(pattern):
+                    continue
+                if isinstance(outcome, Exception):
+                    matched[position] = outcome
+                    continue
+                before, after = outcome
+                gone = (AclBinding(pattern, e) for e in before - after)
+                found += [b for b in gone if acl_filter.matches(b)]
+        return [found if isinstance(found, Exception) else order(found) for found in matched]
 
-        self._change(remove)
-        return matched
+    def _update(self, changes: Mapping[ResourcePattern, Change]) -> dict[ResourcePattern, Outcome]:
+        if not changes:
+            return {}
+        with self._lock:
+            outcomes = self._store.update(changes)
+            self._install({
+                pattern: outcome[1]
+                for pattern, outcome in outcomes.items()
+                if not isinstance(outcome, Exception)
+            })  # fmt: skip
+        return outcomes
 
-    def _change(self, change: Callable[[frozenset[AclBinding]], frozenset[AclBinding]]) -> None:
-        with self._write_lock:
-            before = self._state.index.bindings
-            after = frozenset(change(before))
-            if after == before:
-                return
-            self._store.write(before, after)
-            self._state = _State(AclIndex(after))
+    def _reload(self, pattern: ResourcePattern) -> None:
+        """A change another broker announced: the resource's entries read again."""
+        with self._lock:
+            self._install({pattern: self._store.read(pattern)})
+
+    def _install(self, entries: Mapping[ResourcePattern, Entries]) -> None:
+        """Make `entries` the resources' ACLs: a new index with an empty decision cache."""
+        current = self._state.index.bindings
+        kept = {b for b in current if b.pattern not in entries}
+        new = frozenset(kept | {AclBinding(p, e) for p, found in entries.items() for e in found})
+        if new != current:
+            self._state = _State(AclIndex(new))
+
+
+def _with(added: Entries, stored: Entries) -> Entries:
+    return stored | added
+
+
+def _without(pattern: ResourcePattern, filters: list[AclBindingFilter], stored: Entries) -> Entries:
+    return frozenset(
+        e for e in stored if not any(f.matches(AclBinding(pattern, e)) for f in filters)
+    )
 
 
 def _order(binding: AclBinding) -> tuple[int, str, int, str, str, int, int]:
@@ -167,9 +231,9 @@ def order(bindings: Iterable[AclBinding]) -> list[AclBinding]:
 
 
 def from_config(config: BrokerConfig) -> Authorizer | None:
-    """The authorizer `authorizer.class.name` names (None when empty), its ACLs kept in the
-    first log directory. Refused (SecurityConfigError) for an unknown class name, and in
-    cluster mode, where ACLs are not yet shared through ZooKeeper."""
+    """The authorizer `authorizer.class.name` names (None when empty): its ACLs kept in the
+    first log directory, or in cluster mode (`zookeeper.connect`) in ZooKeeper, shared by every
+    broker. Refused (SecurityConfigError) for an unknown class name. Blocks on ZooKeeper."""
     name = config.authorizer_class_name.strip()
     if not name:
         return None
@@ -178,15 +242,18 @@ def from_config(config: BrokerConfig) -> Authorizer | None:
             f"authorizer.class.name={name!r} is not supported: use "
             f"{' or '.join(sorted(AUTHORIZER_CLASS_NAMES))}, or leave it empty"
         )
-    if config.zookeeper:
-        raise SecurityConfigError(
-            "authorizer.class.name is not supported in cluster mode (zookeeper.connect) yet: "
-            "ACLs are kept by single-node brokers only"
-        )
     policy = Policy(
         parse_super_users(config.super_users), _flag(config.allow_everyone_if_no_acl_found)
     )
-    return Authorizer(policy, FileAclStore(config.all_log_dirs[0]))
+    return Authorizer(policy, _store(config))
+
+
+def _store(config: BrokerConfig) -> AclStore:
+    if not config.zookeeper:
+        return FileAclStore(config.all_log_dirs[0])
+    acls = ZooKeeperAcls(config.zookeeper, session_timeout_ms=config.zookeeper_session_timeout_ms)
+    acls.start(config.zookeeper_connection_timeout_ms / 1000)
+    return ZooKeeperAclStore(acls)
 
 
 def _flag(value: object) -> bool:

@@ -45,10 +45,12 @@ NOT_AUTHORIZED = "Authorization failed."
 
 @dataclass(frozen=True, slots=True)
 class Check:
-    """`allowed(authorizer, request body)`; `error` answers a refusal."""
+    """`allowed(authorizer, request body)`; `error` answers a refusal. Requests of versions
+    below `since_version` skip it."""
 
     allowed: Callable[[Authorizer, Any], bool]
     error: ErrorCode
+    since_version: int = 0
 
 
 def on(operation: AclOperation, resource_type: ResourceType, field: str | None = None) -> Check:
@@ -95,6 +97,9 @@ REQUEST_CHECKS: dict[int, tuple[Check, ...]] = {
     InterBrokerApiKey.STOP_REPLICA: (CLUSTER_ACTION,),
     InterBrokerApiKey.UPDATE_METADATA: (CLUSTER_ACTION,),
     InterBrokerApiKey.CONTROLLED_SHUTDOWN: (CLUSTER_ACTION,),
+    # v4 is the brokers' batched form (a partition leader verifying a transaction, KIP-890);
+    # clients' v0-v3 are checked per transactional id and topic by the handler
+    ApiKey.ADD_PARTITIONS_TO_TXN: (dataclasses.replace(CLUSTER_ACTION, since_version=4),),
 }
 
 
@@ -102,6 +107,8 @@ def refusal(authorizer: Authorizer, request: Request) -> Any | None:
     """The error response to a request the authorizer refuses as a whole; None if it may
     go on to its handler."""
     for check in REQUEST_CHECKS.get(request.api_key, ()):
+        if request.api_version < check.since_version:
+            continue
         if not check.allowed(authorizer, request.body):
             return error_response(request, check.error)
     return None

@@ -1,7 +1,8 @@
 """CreateAcls (30): store ACL bindings; needs Alter on the cluster. Each creation gets its own
 result: INVALID_REQUEST for a binding that cannot be stored (an unknown type, a pattern other
 than LITERAL or PREFIXED, an operation the resource type does not have, a principal that is not
-TYPE:NAME), SECURITY_DISABLED without an authorizer, as Kafka answers."""
+TYPE:NAME, in cluster mode a name ZooKeeper cannot hold), UNKNOWN_SERVER_ERROR when the store
+failed, SECURITY_DISABLED without an authorizer, as Kafka answers."""
 
 from __future__ import annotations
 
@@ -11,7 +12,13 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from weir.broker.authz.acl import CLUSTER_NAME, AclOperation, ResourceType, binding_of
+from weir.broker.authz.acl import (
+    CLUSTER_NAME,
+    AclError,
+    AclOperation,
+    ResourceType,
+    binding_of,
+)
 from weir.broker.context import BrokerContext, make
 from weir.protocol.apis import ApiKey
 from weir.protocol.codec import Request, response_module
@@ -35,10 +42,15 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
     ]  # fmt: skip
     loop = asyncio.get_running_loop()
     outcomes = await loop.run_in_executor(None, authorizer.create, bindings)
-    return _response(m, [
-        (ErrorCode.none, None) if why is None else (ErrorCode.invalid_request, str(why))
-        for why in outcomes
-    ])  # fmt: skip
+    return _response(m, [_result(why) for why in outcomes])
+
+
+def _result(why: Exception | None) -> tuple[ErrorCode, str | None]:
+    if why is None:
+        return ErrorCode.none, None
+    if isinstance(why, AclError):
+        return ErrorCode.invalid_request, str(why)
+    return ErrorCode.unknown_server_error, str(why)
 
 
 def _response(m: Any, results: list[tuple[ErrorCode, str | None]]) -> Any:

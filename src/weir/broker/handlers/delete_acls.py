@@ -1,6 +1,7 @@
 """DeleteAcls (31): remove every ACL binding each filter matches and name them per filter;
 needs Alter on the cluster. An invalid filter gets INVALID_REQUEST (the others still apply),
-SECURITY_DISABLED without an authorizer, as Kafka answers."""
+UNKNOWN_SERVER_ERROR for a filter whose resources the store failed to change, SECURITY_DISABLED
+without an authorizer, as Kafka answers."""
 
 from __future__ import annotations
 
@@ -48,12 +49,14 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
     ])  # fmt: skip
 
 
-def _deleted(m: Any, bindings: list[AclBinding]) -> Any:
+def _deleted(m: Any, found: list[AclBinding] | Exception) -> Any:
+    if isinstance(found, Exception):
+        return _failed(m, ErrorCode.unknown_server_error, str(found))
     return make(
         m.DeleteAclsFilterResult,
         error_code=ErrorCode.none,
         error_message=None,
-        matching_acls=tuple(_matching(m, b) for b in bindings),
+        matching_acls=tuple(_matching(m, b) for b in found),
     )
 
 

@@ -4,6 +4,7 @@ follow every change, and the table of whole-request checks answered with Kafka's
 
 from __future__ import annotations
 
+import contextvars
 import json
 import stat
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from kio.schema.errors import ErrorCode
 
 from weir.broker.authz.acl import (
     AccessControlEntry,
@@ -24,11 +26,13 @@ from weir.broker.authz.acl import (
 )
 from weir.broker.authz.authorizer import Authorizer, from_config
 from weir.broker.authz.decision import AclIndex, Policy, authorize
-from weir.broker.authz.gate import REQUEST_CHECKS, error_response
+from weir.broker.authz.gate import REQUEST_CHECKS, error_response, refusal
 from weir.broker.authz.store import FileAclStore
 from weir.broker.config import BrokerConfig
 from weir.broker.security.errors import SecurityConfigError
-from weir.protocol.apis import ADVERTISED, CLUSTER_ONLY_VERSIONS, INTER_BROKER_VERSIONS
+from weir.broker.security.listeners import Listener, SecurityProtocol
+from weir.broker.security.session import Session, bind
+from weir.protocol.apis import ADVERTISED, CLUSTER_ONLY_VERSIONS, INTER_BROKER_VERSIONS, ApiKey
 from weir.protocol.codec import Request, encode_response
 
 OPS, TOPIC = AclOperation, ResourceType.TOPIC
@@ -135,9 +139,6 @@ def test_authorizer_class_names() -> None:
     assert from_config(BrokerConfig()) is None
     with pytest.raises(SecurityConfigError, match="not supported"):
         from_config(BrokerConfig(authorizer_class_name="com.example.Mine"))
-    with pytest.raises(SecurityConfigError, match="cluster mode"):
-        from_config(BrokerConfig(authorizer_class_name="kafka.security.authorizer.AclAuthorizer",
-                                 zookeeper="127.0.0.1:2181"))  # fmt: skip
 
 
 def test_whole_request_refusals_encode_at_every_version() -> None:
@@ -147,6 +148,28 @@ def test_whole_request_refusals_encode_at_every_version() -> None:
         for version in range(low, high + 1):
             request = Request(api_key, version, 7, None, None, None)
             for check in checks:
+                if version < check.since_version:
+                    continue
                 response = error_response(request, check.error)
                 assert response.error_code == check.error
                 assert encode_response(api_key, version, 7, response)
+
+
+def test_batched_add_partitions_to_txn_needs_cluster_action(tmp_path: Path) -> None:
+    """v4 comes from a partition leader (KIP-890): ClusterAction on the cluster, as Kafka
+    checks it; a client's v3 is left to the handler's per-resource checks."""
+    authorizer = Authorizer(Policy(), FileAclStore(tmp_path))
+    listener = Listener("PLAINTEXT", SecurityProtocol.PLAINTEXT, "127.0.0.1", 9092)
+
+    def refused(version: int) -> object:
+        bind(Session(listener, "10.0.0.1"))
+        request = Request(ApiKey.ADD_PARTITIONS_TO_TXN, version, 7, None, None, None)
+        return refusal(authorizer, request)
+
+    response = contextvars.copy_context().run(refused, 4)
+    assert response is not None
+    assert response.error_code == ErrorCode.cluster_authorization_failed  # type: ignore[attr-defined]
+    assert contextvars.copy_context().run(refused, 3) is None
+    authorizer.create([binding("kafka-cluster", OPS.CLUSTER_ACTION, "User:ANONYMOUS",
+                               resource_type=ResourceType.CLUSTER)])  # fmt: skip
+    assert contextvars.copy_context().run(refused, 4) is None
