@@ -118,7 +118,7 @@ class BrokerConfig:
     listeners: str | None = None
     advertised_listeners: str | None = None
     listener_security_protocol_map: str = DEFAULT_PROTOCOL_MAP
-    #: the listener other brokers use; default: the first PLAINTEXT listener
+    #: the listener other brokers use; default: the first PLAINTEXT listener, else the first
     inter_broker_listener_name: str | None = None
     #: TLS (SSL and SASL_SSL listeners), from PEM files or PEM text: `ssl.keystore.location` is
     #: one file with the private key and the certificate chain; `ssl.keystore.certificate.chain`
@@ -135,6 +135,9 @@ class BrokerConfig:
     #: whether TLS clients must present a certificate: required, requested or none
     ssl_client_auth: str = "none"
     ssl_enabled_protocols: str = "TLSv1.2,TLSv1.3"
+    #: whether this broker, connecting to another over TLS, checks that the certificate names
+    #: the host it connected to: `https` (Kafka's default) or empty
+    ssl_endpoint_identification_algorithm: str = "https"
     ssl_cipher_suites: str | None = None
     #: mechanisms SASL listeners offer (per listener:
     #: `listener.name.<listener>.sasl.enabled.mechanisms`)
@@ -142,6 +145,9 @@ class BrokerConfig:
     #: user -> password for SASL/PLAIN (`sasl.plain.users.<user>`, or a TOML table
     #: `sasl.plain.users = {alice = "secret"}`)
     sasl_plain_users: dict[str, str] = field(default_factory=dict)
+    #: the mechanism this broker authenticates with on a SASL inter-broker listener; its user
+    #: and password: `listener.name.<listener>.<mechanism>.sasl.jaas.config`
+    sasl_mechanism_inter_broker_protocol: str = "PLAIN"
     #: the largest SASL token accepted before a connection has authenticated
     sasl_server_max_receive_size: int = 512 * 1024
     #: how long a connection may take to finish its TLS handshake and SASL authentication

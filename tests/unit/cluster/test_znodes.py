@@ -20,6 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from weir.cluster.znodes import (
+    BrokerEndpoint,
     BrokerRegistration,
     PartitionState,
     TopicAssignment,
@@ -200,7 +201,15 @@ def test_a_kafka_broker_with_a_plaintext_listener_first_and_no_rack() -> None:
         "version": 5,
         "timestamp": "1620732279919",
     })  # fmt: skip
-    assert parse_broker(2, data) == BrokerRegistration(node_id=2, host="10.0.0.5", port=9092)
+    assert parse_broker(2, data) == BrokerRegistration(
+        node_id=2,
+        host="10.0.0.5",
+        port=9092,
+        endpoints=(
+            BrokerEndpoint("INTERNAL", "PLAINTEXT", "10.0.0.5", 9092),
+            BrokerEndpoint("EXTERNAL", "SSL", "broker.example.com", 9094),
+        ),
+    )
 
 
 def test_a_kafka_broker_whose_first_listener_is_ssl_is_reached_on_its_plaintext_one() -> None:
