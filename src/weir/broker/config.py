@@ -120,6 +120,9 @@ class BrokerConfig:
     listener_security_protocol_map: str = DEFAULT_PROTOCOL_MAP
     #: the listener other brokers use; default: the first PLAINTEXT listener, else the first
     inter_broker_listener_name: str | None = None
+    #: Kafka's older way to choose it: the listener named after this protocol (not with
+    #: inter.broker.listener.name)
+    security_inter_broker_protocol: str | None = None
     #: TLS (SSL and SASL_SSL listeners), from PEM files or PEM text: `ssl.keystore.location` is
     #: one file with the private key and the certificate chain; `ssl.keystore.certificate.chain`
     #: and `ssl.keystore.key` hold the same as text; `ssl.key.password` decrypts the key
@@ -166,8 +169,12 @@ class BrokerConfig:
                 f"replica.selector.class must be one of {', '.join(REPLICA_SELECTORS)}, "
                 f"not {self.replica_selector_class!r}"
             )
+        if self.inter_broker_listener_name and self.security_inter_broker_protocol:
+            raise ListenerConfigError(
+                "set inter.broker.listener.name or security.inter.broker.protocol, not both"
+            )
         endpoints = self.endpoints
-        inter_broker_listener(endpoints, self.inter_broker_listener_name)
+        self.inter_broker_listener  # noqa: B018 (checks that it names a listener)
         names = {listener.name for listener in endpoints}
         for name in self.listener_overrides:
             if name not in names:
@@ -196,7 +203,8 @@ class BrokerConfig:
 
     @property
     def inter_broker_listener(self) -> Listener:
-        return inter_broker_listener(self.endpoints, self.inter_broker_listener_name)
+        name = self.inter_broker_listener_name or self.security_inter_broker_protocol
+        return inter_broker_listener(self.endpoints, name)
 
     def listener_setting(self, listener: str, name: str) -> Any:
         """A setting as one listener sees it: its `listener.name.<listener>.<name>` override,

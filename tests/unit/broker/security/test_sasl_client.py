@@ -139,3 +139,17 @@ def test_an_inter_broker_mechanism_the_listener_does_not_offer_is_refused() -> N
     })  # fmt: skip
     with pytest.raises(SecurityConfigError, match=r"not in the listener's sasl\.enabled"):
         InterBrokerSecurity.from_config(config)
+
+
+def test_security_inter_broker_protocol_names_the_listener_as_in_kafka() -> None:
+    config = BrokerConfig.from_settings({
+        "listeners": "SSL://127.0.0.1:9093,PLAINTEXT://127.0.0.1:9092",
+        "security.inter.broker.protocol": "SSL",
+    })  # fmt: skip
+    assert config.inter_broker_listener.name == "SSL"
+    with pytest.raises(ValueError, match="not both"):
+        BrokerConfig.from_settings({
+            "listeners": "SSL://127.0.0.1:9093",
+            "security.inter.broker.protocol": "SSL",
+            "inter.broker.listener.name": "SSL",
+        })  # fmt: skip
