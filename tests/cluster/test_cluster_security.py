@@ -3,6 +3,10 @@ SCRAM-SHA-512, for clients and for their own traffic (replication, the controlle
 the brokers authenticating as a SCRAM user made in ZooKeeper before they start, as Kafka's
 documentation does it (`weir user create --zookeeper`).
 
+A second cluster keeps the two apart, as many deployments do: brokers talk over mutual TLS on an
+INTERNAL listener (`inter.broker.listener.name`, `ssl.client.auth = required`) while clients use
+SASL_SSL with PLAIN on CLIENT; each listener's clients are told that listener's addresses.
+
 Checked as a user would: the registrations in ZooKeeper carry the SASL_SSL endpoint only; a topic
 with replication factor 3 gets all three replicas in sync (followers fetch over TLS after
 SCRAM); a user created through broker 1 (AlterUserScramCredentials) lands in /config/users in
@@ -64,6 +68,13 @@ class SecuredBroker(ClusterBroker):
         at = command.index("--listen")
         return command[:at] + command[at + 2 :]
 
+    def wait_ready(self, timeout: float = 60) -> None:
+        """The ready file's first line is the first listener's address; with several listeners
+        one `NAME://HOST:PORT` line follows for each."""
+        super().wait_ready(timeout)
+        first = self.ready_path.read_text().splitlines()[0]
+        self.port = int(first.rsplit(":", 1)[1])
+
 
 def broker_config(certs: Certificates, port: int) -> dict[str, object]:
     return {
@@ -93,9 +104,9 @@ def client_settings(
     }
 
 
-@pytest.fixture
-def certs(tmp_path: Path) -> Certificates:
-    return make_certificates(tmp_path / "certs")
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> Certificates:
+    return make_certificates(tmp_path_factory.mktemp("certs"))
 
 
 def weir(*args: str) -> subprocess.CompletedProcess[str]:
@@ -148,6 +159,7 @@ def read_all(settings: dict[str, Any], topic: str, count: int) -> list[bytes]:
     return values
 
 
+@pytest.mark.slow  # about 30 s: three brokers, a ZooKeeper session expiry
 def test_a_sasl_ssl_scram_cluster_replicates_authenticates_and_fails_over(
     zookeeper: Any, zk_view: ZooKeeperView, cluster_brokers: Any, certs: Certificates
 ) -> None:
@@ -213,3 +225,79 @@ def test_a_sasl_ssl_scram_cluster_replicates_authenticates_and_fails_over(
     assert read == first + second
     for broker in survivors:
         assert "Traceback" not in broker.logs(), json.dumps(broker.logs()[-3000:])
+
+
+def test_mutual_tls_between_brokers_and_sasl_for_clients_on_separate_listeners(
+    zookeeper: Any, zk_view: ZooKeeperView, cluster_brokers: Any, certs: Certificates
+) -> None:
+    connect = f"{zookeeper.connect}{CHROOT}"
+    brokers: list[ClusterBroker] = []
+    client_ports: dict[int, int] = {}
+    for node_id in (1, 2):
+        internal, client_ports[node_id] = free_port(), free_port()
+        config = {
+            "listeners": f"INTERNAL://127.0.0.1:{internal},CLIENT://127.0.0.1:{client_ports[node_id]}",
+            "listener.security.protocol.map": "INTERNAL:SSL,CLIENT:SASL_SSL",
+            "inter.broker.listener.name": "INTERNAL",
+            "listener.name.internal.ssl.client.auth": "required",
+            "sasl.enabled.mechanisms": "PLAIN",
+            f"sasl.plain.users.{CLIENT_USER}": CLIENT_PASSWORD,
+            "ssl.keystore.location": str(certs.broker_keystore),
+            "ssl.key.password": KEY_PASSWORD,
+            "ssl.truststore.location": str(certs.ca),
+            "offsets.topic.num.partitions": 1,
+            "offsets.topic.replication.factor": 2,
+        }
+        broker = SecuredBroker(cluster_brokers.directory / f"broker-{node_id}", node_id, connect,
+                               config=config, port=internal)  # fmt: skip
+        cluster_brokers.brokers.append(broker)
+        brokers.append(broker)
+    start_together(brokers)
+    registration = zk_view.json("/brokers/ids/2")
+    assert registration["listener_security_protocol_map"] == {
+        "INTERNAL": "SSL", "CLIENT": "SASL_SSL"
+    }  # fmt: skip
+    assert registration["endpoints"] == [
+        f"INTERNAL://127.0.0.1:{brokers[1].port}",
+        f"CLIENT://127.0.0.1:{client_ports[2]}",
+    ]
+
+    plain = {
+        "bootstrap.servers": f"127.0.0.1:{client_ports[2]}",
+        "security.protocol": "SASL_SSL",
+        "ssl.ca.location": str(certs.ca),
+        "sasl.mechanism": "PLAIN",
+        "sasl.username": CLIENT_USER,
+        "sasl.password": CLIENT_PASSWORD,
+    }
+    internal_client = {
+        "bootstrap.servers": brokers[0].bootstrap,
+        "security.protocol": "SSL",
+        "ssl.ca.location": str(certs.ca),
+        "ssl.certificate.location": str(certs.client_cert),
+        "ssl.key.location": str(certs.client_key),
+    }
+    admin = AdminClient(plain)
+
+    def listed(settings: dict[str, Any]) -> dict[int, int] | None:
+        brokers_seen = AdminClient(settings).list_topics(timeout=5).brokers
+        ports = {node_id: b.port for node_id, b in brokers_seen.items()}
+        return ports if len(ports) == 2 else None
+
+    client_view, _ = poll(lambda: listed(plain), 30, "both brokers listed on CLIENT")
+    assert client_view == client_ports
+    internal_view, _ = poll(lambda: listed(internal_client), 10, "both listed on INTERNAL")
+    assert internal_view == {b.node_id: b.port for b in brokers}
+
+    topic = "two-listeners"
+    admin.create_topics([NewTopic(topic, 1, 2)])[topic].result(30)
+
+    def in_sync() -> bool:
+        partitions = admin.list_topics(topic, timeout=5).topics[topic].partitions
+        return bool(partitions) and all(len(p.isrs) == 2 for p in partitions.values())
+
+    poll(in_sync, 30, f"{topic}: two in-sync replicas")
+    values = [f"m-{i}".encode() for i in range(100)]
+    every_client_port = ",".join(f"127.0.0.1:{port}" for port in client_ports.values())
+    produce({**plain, "bootstrap.servers": every_client_port}, topic, values)
+    assert read_all(plain, topic, len(values)) == values
