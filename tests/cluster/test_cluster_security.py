@@ -192,6 +192,9 @@ def test_a_sasl_ssl_scram_cluster_replicates_authenticates_and_fails_over(
     for future in admin.alter_user_scram_credentials([upsertion]).values():
         future.result(30)
     assert MECHANISM in zk_view.json(f"/config/users/{CLIENT_USER}")["config"]
+    listed = weir("user", "list", "--zookeeper", connect)
+    assert listed.returncode == 0, listed.stderr
+    assert {line.split()[0] for line in listed.stdout.splitlines()} == {BROKER_USER, CLIENT_USER}
     alice = client_settings(certs, brokers[2:], CLIENT_USER, CLIENT_PASSWORD)
     assert len(AdminClient(alice).list_topics(timeout=15).brokers) == 3
     assert "AUTHENTICATION" in refusal(

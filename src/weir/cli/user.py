@@ -15,7 +15,7 @@ import argparse
 import contextlib
 import secrets
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
@@ -38,6 +38,7 @@ from weir.broker.security.credentials import (
 )
 from weir.broker.security.scram import MAX_ITERATIONS, MECHANISMS, MIN_ITERATIONS
 from weir.cli.clients import ADMIN_TIMEOUT, add_bootstrap, add_client_settings, client_config
+from weir.cluster.metadata import MetadataError
 from weir.cluster.user_configs import ZooKeeperUserConfigs
 from weir.cluster.zookeeper import ZooKeeperMetadataStore
 
@@ -66,15 +67,15 @@ def register(commands: Any) -> None:
     password = create.add_mutually_exclusive_group(required=True)
     password.add_argument("--password")
     password.add_argument("--password-file", type=Path, help="its first line is the password")
-    create.set_defaults(run=run_create)
+    create.set_defaults(run=_reporting(run_create))
     delete = sub.add_parser("delete", help="remove a user's SCRAM credentials")
     delete.add_argument("name")
     delete.add_argument(
         "--mechanism", choices=sorted(MECHANISMS), help="only this one (default: all)"
     )
-    delete.set_defaults(run=run_delete)
+    delete.set_defaults(run=_reporting(run_delete))
     listing = sub.add_parser("list", help="users with their mechanisms and iteration counts")
-    listing.set_defaults(run=run_list)
+    listing.set_defaults(run=_reporting(run_list))
     for parser in (create, delete, listing):
         add_bootstrap(parser)
         add_client_settings(parser)
@@ -89,6 +90,19 @@ def register(commands: Any) -> None:
             metavar="HOST:PORT[/CHROOT]",
             help="edit a cluster's credentials in ZooKeeper instead of asking a broker",
         )
+
+
+def _reporting(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """`run`, with ZooKeeper's failures (`--zookeeper`) said in one line: exit status 1."""
+
+    def reported(args: argparse.Namespace) -> int:
+        try:
+            return run(args)
+        except MetadataError as exc:
+            print(f"weir: {exc}", file=sys.stderr)
+            return 1
+
+    return reported
 
 
 def _direct(args: argparse.Namespace) -> bool:
