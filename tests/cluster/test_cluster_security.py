@@ -11,7 +11,8 @@ Checked as a user would: the registrations in ZooKeeper carry the SASL_SSL endpo
 with replication factor 3 gets all three replicas in sync (followers fetch over TLS after
 SCRAM); a user created through broker 1 (AlterUserScramCredentials) lands in /config/users in
 Kafka's layout and authenticates on broker 3; a wrong password is refused; confluent-kafka
-produces with acks=all and reads everything back, across a kill -9 of the partition's leader.
+produces with acks=all and reads everything back, across a kill -9 of the partition's leader;
+a user deleted in ZooKeeper (`weir user delete --zookeeper`) is gone from the brokers' answers.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import subprocess
 import sys
 import time
 import uuid
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -226,6 +228,17 @@ def test_a_sasl_ssl_scram_cluster_replicates_authenticates_and_fails_over(
     produce(client_settings(certs, survivors, CLIENT_USER, CLIENT_PASSWORD), topic, second)
     read = read_all(client_settings(certs, survivors, CLIENT_USER, CLIENT_PASSWORD), topic, 300)
     assert read == first + second
+
+    # a user deleted in ZooKeeper is gone from what the brokers describe
+    deleted = weir("user", "delete", CLIENT_USER, "--zookeeper", connect)
+    assert deleted.returncode == 0, deleted.stderr
+
+    def users_described() -> set[str]:
+        described = survivor_admin.describe_user_scram_credentials()
+        assert isinstance(described, Future)
+        return set(described.result(10))
+
+    poll(lambda: users_described() == {BROKER_USER}, 10, f"{CLIENT_USER} deleted everywhere")
     for broker in survivors:
         assert "Traceback" not in broker.logs(), json.dumps(broker.logs()[-3000:])
 

@@ -10,6 +10,7 @@ Thread-safety: `lookup` and `users` read the current snapshot and may run on the
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 
 from weir.broker.security.credentials import Credentials, Deletion, Upsertion
@@ -46,19 +47,18 @@ class ZooKeeperCredentialStore:
         for upsertion in upsertions:
             changes.setdefault(upsertion.user, ([], []))[0].append(upsertion)
         for user, (upserted, deleted) in changes.items():
+            self._configs.alter(user, functools.partial(_changed, upserted, deleted))
 
-            def change(
-                config: dict[str, str],
-                upserted: list[Upsertion] = upserted,
-                deleted: list[Deletion] = deleted,
-            ) -> dict[str, str]:
-                for deletion in deleted:
-                    config.pop(deletion.mechanism.name, None)
-                for upsertion in upserted:
-                    config[upsertion.mechanism.name] = upsertion.credential.to_text()
-                return config
 
-            self._configs.alter(user, change)
+def _changed(
+    upserted: list[Upsertion], deleted: list[Deletion], config: dict[str, str]
+) -> dict[str, str]:
+    """A user's config with its deletions and then its upsertions applied."""
+    for deletion in deleted:
+        config.pop(deletion.mechanism.name, None)
+    for upsertion in upserted:
+        config[upsertion.mechanism.name] = upsertion.credential.to_text()
+    return config
 
 
 def _credentials(config: Mapping[str, str]) -> dict[str, ScramCredential]:
