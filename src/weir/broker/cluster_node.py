@@ -7,6 +7,10 @@ controller, and each partition's leader, leader epoch, replicas, ISR and offline
 broker answers Metadata from it, so all of them answer alike once the controller's requests have
 arrived.
 
+Brokers register every advertised listener; they reach each other on the inter-broker listener
+(`InterBrokerSecurity`: its TLS and SASL), and clients are answered with the addresses of the
+listener they connected to. SCRAM credentials live in ZooKeeper (`user_configs`).
+
 Controller requests carry the controller's epoch; a broker remembers the newest epoch it has seen
 and refuses older ones (STALE_CONTROLLER_EPOCH), and requests meant for an earlier registration
 of this broker (STALE_BROKER_EPOCH).
@@ -24,8 +28,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -34,6 +38,8 @@ from weir.broker.config import BrokerConfig
 from weir.broker.fetcher import ReplicaFetchers
 from weir.broker.peer import PeerConnection
 from weir.broker.replica_manager import Partition, ReplicaManager
+from weir.broker.security.inter_broker import InterBrokerSecurity
+from weir.broker.security.listeners import Listener
 from weir.cluster.controller import Controller, LeaderBalance
 from weir.cluster.placement import BrokerSpec, assign
 from weir.cluster.requests import (
@@ -42,7 +48,8 @@ from weir.cluster.requests import (
     alter_partition_request,
     controlled_shutdown_request,
 )
-from weir.cluster.znodes import NO_LEADER, BrokerRegistration
+from weir.cluster.user_configs import ZooKeeperUserConfigs
+from weir.cluster.znodes import NO_LEADER, BrokerEndpoint, BrokerRegistration
 from weir.cluster.zookeeper import ZooKeeperMetadataStore
 from weir.protocol.apis import ApiKey, InterBrokerApiKey
 from weir.protocol.errors import RemoteProtocolError
@@ -55,10 +62,21 @@ CONTROLLED_SHUTDOWN_BACKOFF_S = 1.0
 
 @dataclass(frozen=True, slots=True)
 class LiveBroker:
+    """A broker as the controller described it: host and port on the inter-broker listener,
+    and the address of each of its listeners."""
+
     node_id: int
     host: str
     port: int
     rack: str | None
+    endpoints: Mapping[str, tuple[str, int]] = field(default_factory=dict)
+
+    def on_listener(self, listener: str) -> LiveBroker | None:
+        """This broker with host and port of `listener`; None if it has no such listener."""
+        if not self.endpoints:
+            return self
+        address = self.endpoints.get(listener)
+        return replace(self, host=address[0], port=address[1]) if address else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +90,8 @@ class PartitionMetadata:
 
 @dataclass(slots=True)
 class MetadataCache:
+    #: the inter-broker listener, whose address each LiveBroker's host and port are
+    listener: str = "PLAINTEXT"
     brokers: dict[int, LiveBroker] = field(default_factory=dict)
     controller_id: int = -1
     topics: dict[str, dict[int, PartitionMetadata]] = field(default_factory=dict)
@@ -81,11 +101,7 @@ class MetadataCache:
     def apply(self, request: Any) -> None:
         """Take in an UpdateMetadata request (any version from 5)."""
         self.controller_id = request.controller_id
-        self.brokers = {
-            b.id_: LiveBroker(b.id_, b.endpoints[0].host, b.endpoints[0].port, b.rack)
-            for b in request.live_brokers
-            if b.endpoints
-        }
+        self.brokers = {b.id_: self._live_broker(b) for b in request.live_brokers if b.endpoints}
         for topic in request.topic_states:
             name = topic.topic_name
             partitions = self.topics.setdefault(name, {})
@@ -106,6 +122,11 @@ class MetadataCache:
                 del self.topics[name]
                 self.topic_ids.pop(name, None)
         self._wake()
+
+    def _live_broker(self, broker: Any) -> LiveBroker:
+        endpoints = {e.listener: (e.host, e.port) for e in broker.endpoints}
+        host, port = endpoints.get(self.listener) or next(iter(endpoints.values()))
+        return LiveBroker(broker.id_, host, port, broker.rack, endpoints)
 
     def _wake(self) -> None:
         waiters, self._waiters = self._waiters, []
@@ -141,6 +162,8 @@ class ClusterNode:
         self.store = ZooKeeperMetadataStore(
             config.zookeeper, session_timeout_ms=config.zookeeper_session_timeout_ms
         )
+        #: how this broker connects to the others (the inter-broker listener's security)
+        self.peer_security = InterBrokerSecurity.from_config(config)
         self.controller = Controller(
             self.store,
             config.node_id,
@@ -151,8 +174,11 @@ class ClusterNode:
                 check_interval_s=config.leader_imbalance_check_interval_seconds,
                 per_broker_percentage=config.leader_imbalance_per_broker_percentage,
             ),
+            listener=config.inter_broker_listener.name,
+            connect=self.peer_security.connect,
         )
-        self.cache = MetadataCache()
+        self.cache = MetadataCache(config.inter_broker_listener.name)
+        self.user_configs = ZooKeeperUserConfigs(self.store.client)
         self.fetchers: ReplicaFetchers | None = None
         self._replicas: ReplicaManager | None = None
         self._to_controller: PeerConnection | None = None
@@ -165,12 +191,21 @@ class ClusterNode:
     def start(self) -> None:
         """Connect to ZooKeeper (blocking, retried until `zookeeper.connection.timeout.ms`)."""
         self.store.start(self.config.zookeeper_connection_timeout_ms / 1000)
+        self.user_configs.start()
 
-    def register(self, host: str, port: int) -> None:
-        """Join the cluster: register this broker, then take part in controller elections."""
-        registration = BrokerRegistration(
-            node_id=self.config.node_id, host=host, port=port, rack=self.config.rack
+    def register(self, listeners: list[Listener]) -> None:
+        """Join the cluster: register this broker with the advertised address of each of its
+        `listeners` (as bound), then take part in controller elections."""
+        endpoints = tuple(
+            BrokerEndpoint(listener.name, listener.security_protocol.value, *listener.advertised)
+            for listener in listeners
         )
+        plaintext = [e for e in endpoints if e.security_protocol == "PLAINTEXT"]
+        main = (plaintext or list(endpoints))[0]
+        registration = BrokerRegistration(
+            node_id=self.config.node_id, host=main.host, port=main.port, rack=self.config.rack,
+            endpoints=endpoints,
+        )  # fmt: skip
         self.broker_epoch = self.store.register(registration)
         self.store.add_session_listener(self._on_session)
         self.controller.start()
@@ -185,7 +220,7 @@ class ClusterNode:
         have `on_topic_changed(topic)` run on `loop` after a topic's config or assignment
         changed in ZooKeeper."""
         self._replicas = replicas
-        self.fetchers = ReplicaFetchers(self.config.node_id, replicas)
+        self.fetchers = ReplicaFetchers(self.config.node_id, replicas, self.peer_security)
         replicas.on_isr_proposal = self._propose_isr
 
         def changed(name: str) -> None:
@@ -241,7 +276,7 @@ class ClusterNode:
         for attempt in range(1, attempts + 1):
             address = self.address_of(self.cache.controller_id)
             if address is not None:
-                connection = PeerConnection(address, "weir-shutdown")
+                connection = PeerConnection(address, "weir-shutdown", security=self.peer_security)
                 try:
                     response = await asyncio.wait_for(
                         connection.request(
@@ -290,7 +325,9 @@ class ClusterNode:
             if self._to_controller is None or self._to_controller.address != address:
                 if self._to_controller is not None:
                     self._to_controller.close()
-                self._to_controller = PeerConnection(address, "weir-isr")
+                self._to_controller = PeerConnection(
+                    address, "weir-isr", security=self.peer_security
+                )
             body = alter_partition_request(
                 self.config.node_id, self.broker_epoch, topic_id, partition.index,
                 partition.leader_epoch, epoch, sorted(isr),
@@ -343,8 +380,13 @@ class ClusterNode:
     def live_brokers(self) -> dict[int, LiveBroker]:
         if self.cache.brokers:
             return self.cache.brokers
-        host, port = self.config.advertised
-        return {self.config.node_id: LiveBroker(self.config.node_id, host, port, self.config.rack)}
+        host, port = self.config.inter_broker_listener.advertised
+        endpoints = {listener.name: listener.advertised for listener in self.config.endpoints}
+        return {
+            self.config.node_id: LiveBroker(
+                self.config.node_id, host, port, self.config.rack, endpoints
+            )
+        }
 
     def place(
         self,

@@ -121,8 +121,11 @@ class BrokerConfig:
     listeners: str | None = None
     advertised_listeners: str | None = None
     listener_security_protocol_map: str = DEFAULT_PROTOCOL_MAP
-    #: the listener other brokers use; default: the first PLAINTEXT listener
+    #: the listener other brokers use; default: the first PLAINTEXT listener, else the first
     inter_broker_listener_name: str | None = None
+    #: Kafka's older way to choose it: the listener named after this protocol (not with
+    #: inter.broker.listener.name)
+    security_inter_broker_protocol: str | None = None
     #: TLS (SSL and SASL_SSL listeners), from PEM files or PEM text: `ssl.keystore.location` is
     #: one file with the private key and the certificate chain; `ssl.keystore.certificate.chain`
     #: and `ssl.keystore.key` hold the same as text; `ssl.key.password` decrypts the key
@@ -138,6 +141,9 @@ class BrokerConfig:
     #: whether TLS clients must present a certificate: required, requested or none
     ssl_client_auth: str = "none"
     ssl_enabled_protocols: str = "TLSv1.2,TLSv1.3"
+    #: whether this broker, connecting to another over TLS, checks that the certificate names
+    #: the host it connected to: `https` (Kafka's default) or empty
+    ssl_endpoint_identification_algorithm: str = "https"
     ssl_cipher_suites: str | None = None
     #: mechanisms SASL listeners offer (per listener:
     #: `listener.name.<listener>.sasl.enabled.mechanisms`)
@@ -145,6 +151,9 @@ class BrokerConfig:
     #: user -> password for SASL/PLAIN (`sasl.plain.users.<user>`, or a TOML table
     #: `sasl.plain.users = {alice = "secret"}`)
     sasl_plain_users: dict[str, str] = field(default_factory=dict)
+    #: the mechanism this broker authenticates with on a SASL inter-broker listener; its user
+    #: and password: `listener.name.<listener>.<mechanism>.sasl.jaas.config`
+    sasl_mechanism_inter_broker_protocol: str = "PLAIN"
     #: the largest SASL token accepted before a connection has authenticated
     sasl_server_max_receive_size: int = 512 * 1024
     #: how long a connection may take to finish its TLS handshake and SASL authentication
@@ -170,8 +179,12 @@ class BrokerConfig:
                 f"replica.selector.class must be one of {', '.join(REPLICA_SELECTORS)}, "
                 f"not {self.replica_selector_class!r}"
             )
+        if self.inter_broker_listener_name and self.security_inter_broker_protocol:
+            raise ListenerConfigError(
+                "set inter.broker.listener.name or security.inter.broker.protocol, not both"
+            )
         endpoints = self.endpoints
-        inter_broker_listener(endpoints, self.inter_broker_listener_name)
+        self.inter_broker_listener  # noqa: B018 (checks that it names a listener)
         names = {listener.name for listener in endpoints}
         for name in self.listener_overrides:
             if name not in names:
@@ -200,7 +213,8 @@ class BrokerConfig:
 
     @property
     def inter_broker_listener(self) -> Listener:
-        return inter_broker_listener(self.endpoints, self.inter_broker_listener_name)
+        name = self.inter_broker_listener_name or self.security_inter_broker_protocol
+        return inter_broker_listener(self.endpoints, name)
 
     def listener_setting(self, listener: str, name: str) -> Any:
         """A setting as one listener sees it: its `listener.name.<listener>.<name>` override,

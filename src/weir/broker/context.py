@@ -16,7 +16,7 @@ from weir.broker.config import BrokerConfig
 from weir.broker.group.coordinator import GroupCoordinator
 from weir.broker.replica_manager import ReplicaManager
 from weir.broker.request_log import RequestLog
-from weir.broker.security.credentials import ScramCredentialStore
+from weir.broker.security.credentials import CredentialStore
 from weir.broker.security.session import current_session
 from weir.broker.topics import TopicManager
 from weir.broker.txn.coordinator import TransactionCoordinator
@@ -56,8 +56,8 @@ class BrokerContext:
     cluster: ClusterNode | None = None
     #: the transaction coordinator; None where a broker is built without one
     transactions: TransactionCoordinator | None = None
-    #: SCRAM credentials (single node); None in cluster mode
-    scram_credentials: ScramCredentialStore | None = None
+    #: SCRAM credentials: a file on a single node, ZooKeeper in a cluster
+    scram_credentials: CredentialStore | None = None
     #: KIP-890's check of transactional batches against their coordinator
     verification: TransactionVerifier | None = None
     #: the ACL authorizer (`authorizer.class.name`); None: every client may do everything
@@ -76,11 +76,21 @@ class BrokerContext:
         return session.listener.advertised if session else self.config.advertised
 
     def live_brokers(self) -> list[LiveBroker]:
-        """The brokers Metadata lists, by node id: the cluster's live ones, or this one."""
+        """The brokers Metadata lists, by node id: the cluster's live ones (with their address
+        on the listener the client connected to; those without that listener are left out),
+        or this one."""
         if self.cluster is not None:
-            return sorted(self.cluster.live_brokers().values(), key=lambda b: b.node_id)
+            brokers = sorted(self.cluster.live_brokers().values(), key=lambda b: b.node_id)
+            return [b for b in map(self.for_client, brokers) if b is not None]
         host, port = self.advertised
         return [LiveBroker(self.config.node_id, host, port, self.config.rack)]
+
+    def for_client(self, broker: LiveBroker) -> LiveBroker | None:
+        """`broker` with its address on the listener of the request being served (outside a
+        request: on the first listener); None if it has no such listener."""
+        session = current_session()
+        listener = session.listener.name if session else self.config.endpoints[0].name
+        return broker.on_listener(listener)
 
     def controller_request_error(self, body: Any) -> ErrorCode:
         """NONE if a controller request (LeaderAndIsr, UpdateMetadata, StopReplica) may be

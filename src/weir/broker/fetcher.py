@@ -22,6 +22,7 @@ from kio.schema.errors import ErrorCode
 
 from weir.broker.peer import PeerConnection
 from weir.broker.replica_manager import Partition, ReplicaManager
+from weir.broker.security.inter_broker import InterBrokerSecurity
 from weir.protocol.apis import ApiKey
 from weir.protocol.codec import request_module
 from weir.protocol.errors import RemoteProtocolError
@@ -59,13 +60,14 @@ class LeaderFetcher:
         leader_id: int,
         address: tuple[str, int],
         replicas: ReplicaManager,
+        security: InterBrokerSecurity | None = None,
     ) -> None:
         self.node_id = node_id
         self.leader_id = leader_id
         self.address = address
         self._replicas = replicas
         self.partitions: dict[TopicPartition, _Followed] = {}
-        self._connection = PeerConnection(address, CLIENT_ID)
+        self._connection = PeerConnection(address, CLIENT_ID, security=security)
         self._wake = asyncio.Event()
         self._task = asyncio.get_running_loop().create_task(self._run())
 
@@ -234,9 +236,12 @@ class LeaderFetcher:
 class ReplicaFetchers:
     """The fetchers of this broker, one per leader it follows partitions from."""
 
-    def __init__(self, node_id: int, replicas: ReplicaManager) -> None:
+    def __init__(
+        self, node_id: int, replicas: ReplicaManager, security: InterBrokerSecurity | None = None
+    ) -> None:
         self.node_id = node_id
         self._replicas = replicas
+        self._security = security
         self._fetchers: dict[int, LeaderFetcher] = {}
         self._following: dict[TopicPartition, int] = {}
 
@@ -248,7 +253,7 @@ class ReplicaFetchers:
         fetcher = self._fetchers.get(leader_id)
         if fetcher is None or fetcher.address != address:
             fetcher = LeaderFetcher(
-                self.node_id, leader_id, address, self._replicas
+                self.node_id, leader_id, address, self._replicas, self._security
             )
             old = self._fetchers.get(leader_id)
             if old is not None:

@@ -1,6 +1,7 @@
 """A connection from this broker to another one, for its own requests (a follower's fetches, a
 leader's ISR changes): one request at a time, Kafka framing, reconnected on the next request
-after a failure."""
+after a failure. With an `InterBrokerSecurity` it opens TLS and authenticates with SASL as the
+inter-broker listener requires before its first request."""
 
 from __future__ import annotations
 
@@ -8,6 +9,9 @@ import asyncio
 import struct
 from typing import Any
 
+from weir.broker.security.errors import SaslAuthenticationError
+from weir.broker.security.inter_broker import InterBrokerSecurity
+from weir.broker.security.sasl_client import sasl_requests
 from weir.protocol.codec import decode_response, encode_request
 from weir.protocol.errors import RemoteProtocolError
 
@@ -20,9 +24,15 @@ REQUEST_TIMEOUT_S = 30.0
 
 class PeerConnection:
     def __init__(
-        self, address: tuple[str, int], client_id: str, *, timeout_s: float = REQUEST_TIMEOUT_S
+        self,
+        address: tuple[str, int],
+        client_id: str,
+        *,
+        timeout_s: float = REQUEST_TIMEOUT_S,
+        security: InterBrokerSecurity | None = None,
     ) -> None:
         self.address = address
+        self._security = security
         self._client_id = client_id
         self._timeout_s = timeout_s
         self._reader: asyncio.StreamReader | None = None
@@ -45,8 +55,30 @@ class PeerConnection:
 
     async def _exchange(self, api_key: int, version: int, body: Any) -> Any:
         if self._writer is None:
+            await self._connect()
+        return await self._round_trip(api_key, version, body)
+
+    async def _connect(self) -> None:
+        security = self._security
+        if security is None:
             self._reader, self._writer = await asyncio.open_connection(*self.address)
-        assert self._reader is not None
+            return
+        self._reader, self._writer = await security.open(self.address)
+        client = security.mechanism_client()
+        if client is None:
+            return
+        requests = sasl_requests(client)
+        step = next(requests)
+        try:
+            while True:
+                step = requests.send(await self._round_trip(*step))
+        except StopIteration:
+            return
+        except SaslAuthenticationError as exc:
+            raise ConnectionError(f"authenticating to {self.address}: {exc}") from exc
+
+    async def _round_trip(self, api_key: int, version: int, body: Any) -> Any:
+        assert self._reader is not None and self._writer is not None
         self._correlation += 1
         self._writer.write(
             encode_request(api_key, version, self._correlation, self._client_id, body)

@@ -42,7 +42,8 @@ from weir.broker.group.store import GroupStore
 from weir.broker.handlers import HANDLERS, api_versions
 from weir.broker.replica_manager import ReplicaManager
 from weir.broker.request_log import RequestLog
-from weir.broker.security.credentials import ScramCredentialStore
+from weir.broker.security.cluster_credentials import ZooKeeperCredentialStore
+from weir.broker.security.credentials import CredentialStore, ScramCredentialStore
 from weir.broker.security.errors import IllegalSaslStateError, SaslAuthenticationError
 from weir.broker.security.listener_security import ListenerSecurity, listener_securities
 from weir.broker.security.listeners import Listener
@@ -181,7 +182,7 @@ class Broker:
             self._request_log,
             self.cluster,
             transactions,
-            None if self.cluster else ScramCredentialStore(config.all_log_dirs[0]),
+            self._credential_store(),
             build_verifier(
                 transactions,
                 replicas,
@@ -189,8 +190,15 @@ class Broker:
                 leader_of=leader_of,
                 enabled=config.transaction_partition_verification_enable,
                 node_id=config.node_id,
+                peer_security=self.cluster.peer_security if self.cluster is not None else None,
             ),
         )
+
+    def _credential_store(self) -> CredentialStore:
+        """SCRAM credentials: in ZooKeeper in a cluster, in the data directory on one node."""
+        if self.cluster is not None:
+            return ZooKeeperCredentialStore(self.cluster.user_configs)
+        return ScramCredentialStore(self.config.all_log_dirs[0])
 
     def _transaction_coordinator(
         self,
@@ -231,6 +239,7 @@ class Broker:
                 node_id=config.node_id,
                 leader_of=self.cluster.leader_of if self.cluster is not None else None,
                 on_marker=guards.marker_written,
+                peer_security=self.cluster.peer_security if self.cluster is not None else None,
             ),
             producer_ids.next_id,
         )
@@ -369,9 +378,10 @@ class Broker:
                 log.exception("checking ISRs failed")
 
     def join_cluster(self) -> None:
-        """In cluster mode, register in ZooKeeper under the advertised address (blocking)."""
+        """In cluster mode, register in ZooKeeper with every listener's advertised address
+        (blocking)."""
         if self.cluster is not None:
-            self.cluster.register(*self.config.advertised)
+            self.cluster.register(self.endpoints)
             self.cluster.attach(
                 asyncio.get_running_loop(),
                 self.context.replicas,

@@ -4,14 +4,18 @@ manages them.
 Against a running broker they send AlterUserScramCredentials and DescribeUserScramCredentials
 (through librdkafka, which salts the password on this side: the password never reaches the
 broker). With `--data-dir` they edit a stopped or running single-node broker's credential file
-directly, which is how the first user is made when every listener asks for SCRAM.
+directly, and with `--zookeeper` a cluster's credentials in ZooKeeper (every broker sees the
+change at once): that is how the first user is made when every listener, the brokers' own
+inter-broker listener included, asks for SCRAM.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import secrets
 import sys
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
@@ -25,9 +29,20 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
-from weir.broker.security.credentials import Deletion, ScramCredentialStore, Upsertion
+from weir.broker.security.cluster_credentials import ZooKeeperCredentialStore
+from weir.broker.security.credentials import (
+    CredentialStore,
+    Deletion,
+    ScramCredentialStore,
+    Upsertion,
+)
 from weir.broker.security.scram import MAX_ITERATIONS, MECHANISMS, MIN_ITERATIONS
 from weir.cli.clients import ADMIN_TIMEOUT, add_bootstrap, add_client_settings, admin_client
+from weir.cluster.metadata import MetadataError
+from weir.cluster.user_configs import ZooKeeperUserConfigs
+from weir.cluster.zookeeper import ZooKeeperMetadataStore
+
+ZOOKEEPER_TIMEOUT_S = 15.0
 
 DEFAULT_ITERATIONS = 4096
 SALT_BYTES = 32
@@ -52,23 +67,63 @@ def register(commands: Any) -> None:
     password = create.add_mutually_exclusive_group(required=True)
     password.add_argument("--password")
     password.add_argument("--password-file", type=Path, help="its first line is the password")
-    create.set_defaults(run=run_create)
+    create.set_defaults(run=_reporting(run_create))
     delete = sub.add_parser("delete", help="remove a user's SCRAM credentials")
     delete.add_argument("name")
     delete.add_argument(
         "--mechanism", choices=sorted(MECHANISMS), help="only this one (default: all)"
     )
-    delete.set_defaults(run=run_delete)
+    delete.set_defaults(run=_reporting(run_delete))
     listing = sub.add_parser("list", help="users with their mechanisms and iteration counts")
-    listing.set_defaults(run=run_list)
+    listing.set_defaults(run=_reporting(run_list))
     for parser in (create, delete, listing):
         add_bootstrap(parser)
         add_client_settings(parser)
-        parser.add_argument(
+        direct = parser.add_mutually_exclusive_group()
+        direct.add_argument(
             "--data-dir",
             type=Path,
             help="edit this single-node broker's credential file instead of asking a broker",
         )
+        direct.add_argument(
+            "--zookeeper",
+            metavar="HOST:PORT[/CHROOT]",
+            help="edit a cluster's credentials in ZooKeeper instead of asking a broker",
+        )
+
+
+def _reporting(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """`run`, with ZooKeeper's failures (`--zookeeper`) said in one line: exit status 1."""
+
+    def reported(args: argparse.Namespace) -> int:
+        try:
+            return run(args)
+        except MetadataError as exc:
+            print(f"weir: {exc}", file=sys.stderr)
+            return 1
+
+    return reported
+
+
+def _direct(args: argparse.Namespace) -> bool:
+    """Whether the credentials are edited where they are kept rather than through a broker."""
+    return args.data_dir is not None or args.zookeeper is not None
+
+
+@contextlib.contextmanager
+def _store(args: argparse.Namespace) -> Iterator[CredentialStore]:
+    """The credential file of `--data-dir`, or the cluster's credentials in `--zookeeper`."""
+    if args.data_dir is not None:
+        yield ScramCredentialStore(args.data_dir)
+        return
+    zookeeper = ZooKeeperMetadataStore(args.zookeeper)
+    zookeeper.start(ZOOKEEPER_TIMEOUT_S)
+    try:
+        configs = ZooKeeperUserConfigs(zookeeper.client)
+        configs.start()
+        yield ZooKeeperCredentialStore(configs)
+    finally:
+        zookeeper.close()
 
 
 def run_create(args: argparse.Namespace) -> int:
@@ -79,12 +134,13 @@ def run_create(args: argparse.Namespace) -> int:
     if not password:
         print("weir: the password must not be empty", file=sys.stderr)
         return 2
-    if args.data_dir is not None:
+    if _direct(args):
         mechanism = MECHANISMS[args.mechanism]
         salt = secrets.token_bytes(SALT_BYTES)
         salted = mechanism.salted_password(password, salt, args.iterations)
         credential = mechanism.credential(salted, salt, args.iterations)
-        ScramCredentialStore(args.data_dir).alter([Upsertion(args.name, mechanism, credential)], [])
+        with _store(args) as store:
+            store.alter([Upsertion(args.name, mechanism, credential)], [])
     else:
         info = ScramCredentialInfo(_CLIENT_MECHANISMS[args.mechanism], args.iterations)
         upsertion = UserScramCredentialUpsertion(args.name, info, password.encode())
@@ -97,14 +153,14 @@ def run_create(args: argparse.Namespace) -> int:
 
 def run_delete(args: argparse.Namespace) -> int:
     mechanisms = [args.mechanism] if args.mechanism else None
-    if args.data_dir is not None:
-        store = ScramCredentialStore(args.data_dir)
-        held = sorted(store.users().get(args.name, {}))
-        chosen = [m for m in held if mechanisms is None or m in mechanisms]
-        if not chosen:
-            print(f"weir: user {args.name} has no such SCRAM credential", file=sys.stderr)
-            return 1
-        store.alter([], [Deletion(args.name, MECHANISMS[m]) for m in chosen])
+    if _direct(args):
+        with _store(args) as store:
+            held = sorted(store.users().get(args.name, {}))
+            chosen = [m for m in held if mechanisms is None or m in mechanisms]
+            if not chosen:
+                print(f"weir: user {args.name} has no such SCRAM credential", file=sys.stderr)
+                return 1
+            store.alter([], [Deletion(args.name, MECHANISMS[m]) for m in chosen])
     else:
         if mechanisms is None:
             mechanisms = _held_mechanisms(args)
@@ -121,12 +177,13 @@ def run_delete(args: argparse.Namespace) -> int:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    if args.data_dir is not None:
-        rows = [
-            (user, mechanism, credential.iterations)
-            for user, entries in ScramCredentialStore(args.data_dir).users().items()
-            for mechanism, credential in entries.items()
-        ]
+    if _direct(args):
+        with _store(args) as store:
+            rows = [
+                (user, mechanism, credential.iterations)
+                for user, entries in store.users().items()
+                for mechanism, credential in entries.items()
+            ]
     else:
         admin = _admin(args)  # kept: the futures fail once their client is gone
         every = admin.describe_user_scram_credentials(request_timeout=ADMIN_TIMEOUT)

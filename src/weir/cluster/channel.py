@@ -28,6 +28,13 @@ RETRY_BACKOFF_S = 0.2
 _SIZE = struct.Struct(">i")
 
 ResponseCallback = Callable[[Any], None]
+#: opens a connection to a broker, ready for requests: (address, timeout) -> socket. The
+#: broker passes one that speaks its inter-broker listener's security (TLS, SASL).
+Connector = Callable[[tuple[str, int], float], socket.socket]
+
+
+def plaintext_connection(address: tuple[str, int], timeout: float) -> socket.socket:
+    return socket.create_connection(address, timeout=timeout)
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,9 +50,10 @@ class BrokerChannel:
 
     def __init__(
         self, node_id: int, host: str, port: int, *, request_timeout_s: float,
-        is_current: Callable[[], bool],
+        is_current: Callable[[], bool], connect: Connector = plaintext_connection,
     ) -> None:  # fmt: skip
         self.node_id = node_id
+        self._connect = connect
         self.address = (host, port)
         self._timeout = request_timeout_s
         self._is_current = is_current
@@ -96,7 +104,7 @@ class BrokerChannel:
 
     def _exchange(self, item: _Send) -> Any:
         if self._sock is None:
-            self._sock = socket.create_connection(self.address, timeout=self._timeout)
+            self._sock = self._connect(self.address, self._timeout)
             self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         correlation_id = next(self._correlation)
         frame = encode_request(item.api_key, item.api_version, correlation_id, CLIENT_ID,

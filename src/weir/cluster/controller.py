@@ -47,7 +47,7 @@ from kazoo.exceptions import (
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from weir.cluster import elections, znodes
-from weir.cluster.channel import BrokerChannel
+from weir.cluster.channel import BrokerChannel, Connector, plaintext_connection
 from weir.cluster.requests import (
     LEADER_AND_ISR_VERSION,
     STOP_REPLICA_VERSION,
@@ -142,8 +142,13 @@ class Controller:
         request_timeout_s: float = 30.0,
         unclean_leader_election: bool = False,
         balance: LeaderBalance = LeaderBalance(),
+        listener: str | None = None,
+        connect: Connector = plaintext_connection,
     ) -> None:
         self._store = store
+        #: the inter-broker listener: the controller reaches brokers on it (None: host:port)
+        self._listener = listener
+        self._connect = connect
         self._zk = store.client
         self.node_id = node_id
         self._request_timeout_s = request_timeout_s
@@ -761,10 +766,16 @@ class Controller:
         if old is not None:
             old.stop()
         generation = self._generation
+        address = registration.address(self._listener)
+        if address is None:
+            log.warning("broker %d has no %s listener: the controller cannot reach it",
+                        registration.node_id, self._listener)  # fmt: skip
+            address = registration.host, registration.port
         self._channels[registration.node_id] = BrokerChannel(
-            registration.node_id, registration.host, registration.port,
+            registration.node_id, *address,
             request_timeout_s=self._request_timeout_s,
             is_current=lambda: self._active and self._generation == generation,
+            connect=self._connect,
         )  # fmt: skip
 
     # ---- writes and requests ---------------------------------------------------------------------
@@ -846,7 +857,7 @@ class Controller:
         live_leaders = [self._brokers[n] for n in sorted(leaders) if n in self._brokers]
         body = leader_and_isr_request(
             self.node_id, self.epoch, self._brokers[node_id].epoch, views, live_leaders,
-            is_new=is_new, full=full,
+            is_new=is_new, full=full, listener=self._listener,
         )  # fmt: skip
         self._channel_send(node_id, LEADER_AND_ISR, LEADER_AND_ISR_VERSION, body,
                            self._leader_and_isr_answered(node_id))  # fmt: skip

@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from weir.cluster.znodes import BrokerRegistration
+from weir.cluster.znodes import SECURITY_PROTOCOL_IDS, BrokerRegistration
 from weir.protocol.apis import ApiKey
 from weir.protocol.codec import request_module
 from weir.protocol.kio_legacy.controlled_shutdown.v3 import request as _shutdown
@@ -28,8 +28,6 @@ STOP_REPLICA_VERSION = 3
 UPDATE_METADATA_VERSION = 7
 #: LeaderAndIsr's type: a full request lists every partition the broker replicates
 TYPE_INCREMENTAL, TYPE_FULL = 0, 1
-PLAINTEXT = 0
-LISTENER = "PLAINTEXT"
 
 
 def _by_topic(views: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
@@ -48,8 +46,10 @@ def leader_and_isr_request(
     *,
     is_new: bool = False,
     full: bool = False,
+    listener: str | None = None,
 ) -> Any:
-    """`views`: dicts with topic, topic_id, index, state (PartitionState), zk_version, replicas."""
+    """`views`: dicts with topic, topic_id, index, state (PartitionState), zk_version, replicas.
+    Live leaders are given by their address on `listener` (the inter-broker listener)."""
     topics = tuple(
         lai.LeaderAndIsrTopicState(
             topic_name=topic,
@@ -77,8 +77,9 @@ def leader_and_isr_request(
         type_=TYPE_FULL if full else TYPE_INCREMENTAL,
         topic_states=topics,
         live_leaders=tuple(
-            lai.LeaderAndIsrLiveLeader(broker_id=b.node_id, host_name=b.host, port=b.port)
+            lai.LeaderAndIsrLiveLeader(broker_id=b.node_id, host_name=address[0], port=address[1])
             for b in live_leaders
+            if (address := b.address(listener) or (b.host, b.port))
         ),
     )
 
@@ -119,10 +120,14 @@ def update_metadata_request(
         live_brokers=tuple(
             um.UpdateMetadataBroker(
                 id_=b.node_id,
-                endpoints=(
+                endpoints=tuple(
                     um.UpdateMetadataEndpoint(
-                        port=b.port, host=b.host, listener=LISTENER, security_protocol=PLAINTEXT
-                    ),
+                        port=e.port,
+                        host=e.host,
+                        listener=e.listener,
+                        security_protocol=SECURITY_PROTOCOL_IDS[e.security_protocol],
+                    )
+                    for e in b.all_endpoints
                 ),
                 rack=b.rack,
             )

@@ -9,7 +9,9 @@
 /brokers/topics/T/partitions/P/state         {"version": 1, "controller_epoch", "leader",
                                               "leader_epoch", "isr": [N...]}
 /config/topics/T                             {"version": 1, "config": {NAME: VALUE}}
-/config/changes/config_change_NNNNNNNNNN     {"version": 2, "entity_path": "topics/T"}
+/config/users/U                              {"version": 1, "config": {"SCRAM-SHA-512": "salt=...,
+                                              stored_key=...,server_key=...,iterations=N"}}
+/config/changes/config_change_NNNNNNNNNN     {"version": 2, "entity_path": "topics/T" | "users/U"}
 /admin/delete_topics/T                       (a deletion request for the controller)
 /admin/preferred_replica_election            {"version": 1, "partitions": [{"topic", "partition"}]}
 /latest_producer_id_block                    {"version": 1, "broker", "block_start", "block_end"}
@@ -25,6 +27,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+import urllib.parse
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -36,6 +39,7 @@ CONTROLLER_EPOCH = "/controller_epoch"
 BROKER_IDS = "/brokers/ids"
 BROKER_TOPICS = "/brokers/topics"
 CONFIG_TOPICS = "/config/topics"
+CONFIG_USERS = "/config/users"
 CONFIG_CHANGES = "/config/changes"
 CONFIG_CHANGE_PREFIX = "config_change_"
 DELETE_TOPICS = "/admin/delete_topics"
@@ -79,6 +83,21 @@ def topic_config_path(topic: str) -> str:
     return f"{CONFIG_TOPICS}/{topic}"
 
 
+def user_config_path(user: str) -> str:
+    """A user's config znode; the name is URL-encoded as Kafka's Sanitizer writes it."""
+    return f"{CONFIG_USERS}/{sanitize(user)}"
+
+
+def sanitize(name: str) -> str:
+    """Kafka's Sanitizer: URL encoding that keeps letters, digits and `-_.~` (so `*` and
+    space are %2A and %20)."""
+    return urllib.parse.quote(name, safe="")
+
+
+def desanitize(name: str) -> str:
+    return urllib.parse.unquote(name)
+
+
 def delete_request_path(topic: str) -> str:
     return f"{DELETE_TOPICS}/{topic}"
 
@@ -86,14 +105,54 @@ def delete_request_path(topic: str) -> str:
 # ---- values ------------------------------------------------------------------------------------
 
 
+#: Kafka's numbers for the security protocols (UpdateMetadata's endpoints carry them)
+SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerEndpoint:
+    """One advertised listener of a broker: `NAME://HOST:PORT` and its security protocol."""
+
+    listener: str
+    security_protocol: str
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.listener}://{host}:{self.port}"
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BrokerRegistration:
+    """A live broker. `host` and `port` are its PLAINTEXT endpoint, else its first one;
+    `endpoints` are all its listeners (given none, the one PLAINTEXT endpoint at host:port)."""
+
     node_id: int
     host: str
     port: int
     rack: str | None = None
     #: the czxid of the registration znode: a broker's epoch, new at every registration
     epoch: int = -1
+    endpoints: tuple[BrokerEndpoint, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.endpoints:
+            plaintext = BrokerEndpoint("PLAINTEXT", "PLAINTEXT", self.host, self.port)
+            object.__setattr__(self, "endpoints", (plaintext,))
+
+    @property
+    def all_endpoints(self) -> tuple[BrokerEndpoint, ...]:
+        return self.endpoints
+
+    def address(self, listener: str | None) -> tuple[str, int] | None:
+        """The address of the named listener (None: host:port); None if it has no such one."""
+        if listener is None:
+            return self.host, self.port
+        for endpoint in self.all_endpoints:
+            if endpoint.listener == listener:
+                return endpoint.host, endpoint.port
+        return None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -160,13 +219,14 @@ def parse_topic_id(text: str) -> uuid.UUID:
 
 
 def encode_broker(registration: BrokerRegistration, timestamp_ms: int) -> bytes:
-    endpoint = f"PLAINTEXT://{registration.host}:{registration.port}"
+    endpoints = registration.all_endpoints
+    plaintext = [e for e in endpoints if e.security_protocol == "PLAINTEXT"]
     return _dump({
         "version": 5,
-        "host": registration.host,
-        "port": registration.port,
-        "endpoints": [endpoint],
-        "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
+        "host": plaintext[0].host if plaintext else None,
+        "port": plaintext[0].port if plaintext else -1,
+        "endpoints": [str(e) for e in endpoints],
+        "listener_security_protocol_map": {e.listener: e.security_protocol for e in endpoints},
         "jmx_port": -1,
         "rack": registration.rack,
         "features": {},
@@ -177,23 +237,40 @@ def encode_broker(registration: BrokerRegistration, timestamp_ms: int) -> bytes:
 def parse_broker(node_id: int, data: bytes | None, epoch: int = -1) -> BrokerRegistration:
     what = broker_path(node_id)
     document = _load(data, what)
+    endpoints = _endpoints(document)
     host, port = document.get("host"), document.get("port")
-    endpoints = document.get("endpoints")
-    if isinstance(endpoints, list):
-        texts = [e for e in endpoints if isinstance(e, str)]
-        # this broker speaks PLAINTEXT: its endpoint, else the first one (a weir broker's only)
-        plaintext = [e for e in texts if e.startswith("PLAINTEXT://")]
-        for endpoint in plaintext[:1] or texts[:1]:
-            _, _, address = endpoint.partition("://")
-            host_part, _, port_part = address.rpartition(":")
-            if host_part and _DECIMAL.fullmatch(port_part):
-                host, port = host_part.strip("[]"), int(port_part)
+    # host and port: the PLAINTEXT endpoint, else the first one
+    plaintext = [e for e in endpoints if e.security_protocol == "PLAINTEXT"]
+    for endpoint in plaintext[:1] or endpoints[:1]:
+        host, port = endpoint.host, endpoint.port
     if not isinstance(host, str) or not host or isinstance(port, bool) or not isinstance(port, int):
         raise ZnodeFormatError(f"{what}: no endpoint (host and port)")
     rack = document.get("rack")
     if rack is not None and not isinstance(rack, str):
         raise ZnodeFormatError(f"{what}: rack is not a string: {rack!r}")
-    return BrokerRegistration(node_id=node_id, host=host, port=port, rack=rack, epoch=epoch)
+    return BrokerRegistration(
+        node_id=node_id, host=host, port=port, rack=rack, epoch=epoch, endpoints=endpoints
+    )
+
+
+def _endpoints(document: Mapping[str, Any]) -> tuple[BrokerEndpoint, ...]:
+    """`endpoints` (`NAME://HOST:PORT`) with their protocols from
+    `listener_security_protocol_map` (a name missing there is its own protocol's name)."""
+    texts = document.get("endpoints")
+    protocols = document.get("listener_security_protocol_map") or {}
+    if not isinstance(texts, list) or not isinstance(protocols, dict):
+        return ()
+    out = []
+    for text in texts:
+        if not isinstance(text, str):
+            continue
+        name, _, address = text.partition("://")
+        host, _, port = address.rpartition(":")
+        protocol = protocols.get(name, name)
+        if host and _DECIMAL.fullmatch(port) and protocol in SECURITY_PROTOCOL_IDS:
+            out.append(BrokerEndpoint(name, protocol, host.strip("[]"), int(port)))
+        # an endpoint that is not NAME://HOST:PORT cannot be reached: left out
+    return tuple(out)
 
 
 def encode_assignment(assignment: TopicAssignment) -> bytes:
@@ -270,8 +347,8 @@ def encode_topic_config(configs: Mapping[str, str]) -> bytes:
     return _dump({"version": 1, "config": dict(configs)})
 
 
-def parse_topic_config(topic: str, data: bytes | None) -> dict[str, str]:
-    what = topic_config_path(topic)
+def parse_topic_config(topic: str, data: bytes | None, what: str = "") -> dict[str, str]:
+    what = what or topic_config_path(topic)
     config = _load(data, what).get("config", {})
     if not isinstance(config, dict) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in config.items()
@@ -284,13 +361,32 @@ def encode_config_change(topic: str) -> bytes:
     return _dump({"version": 2, "entity_path": f"topics/{topic}"})
 
 
+def encode_user_config_change(user: str) -> bytes:
+    return _dump({"version": 2, "entity_path": f"users/{sanitize(user)}"})
+
+
 def parse_config_change(data: bytes | None) -> str | None:
     """The topic a change notification names; None for other entity types."""
+    kind, name = parse_change_entity(data)
+    return name if kind == "topics" and name else None
+
+
+def parse_change_entity(data: bytes | None) -> tuple[str, str]:
+    """(entity type, entity name) of a change notification: ("users", "alice")."""
     entity = _load(data, CONFIG_CHANGES).get("entity_path")
     if not isinstance(entity, str):
         raise ZnodeFormatError(f"{CONFIG_CHANGES}: no entity_path")
     kind, _, name = entity.partition("/")
-    return name if kind == "topics" and name else None
+    return kind, desanitize(name)
+
+
+def encode_user_config(configs: Mapping[str, str]) -> bytes:
+    return _dump({"version": 1, "config": dict(configs)})
+
+
+def parse_user_config(user: str, data: bytes | None) -> dict[str, str]:
+    """`{"version": 1, "config": {"SCRAM-SHA-512": "salt=...,..."}}` -> the config."""
+    return parse_topic_config(user, data, user_config_path(user))
 
 
 def encode_cluster_id(cluster_id: str) -> bytes:

@@ -20,6 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from weir.cluster.znodes import (
+    BrokerEndpoint,
     BrokerRegistration,
     PartitionState,
     TopicAssignment,
@@ -32,8 +33,11 @@ from weir.cluster.znodes import (
     encode_producer_block,
     encode_state,
     encode_topic_config,
+    encode_user_config,
+    encode_user_config_change,
     parse_assignment,
     parse_broker,
+    parse_change_entity,
     parse_cluster_id,
     parse_config_change,
     parse_controller,
@@ -42,7 +46,9 @@ from weir.cluster.znodes import (
     parse_state,
     parse_topic_config,
     parse_topic_id,
+    parse_user_config,
     topic_id_text,
+    user_config_path,
 )
 
 #: java.util.Base64.getUrlEncoder()'s alphabet, by index
@@ -200,7 +206,15 @@ def test_a_kafka_broker_with_a_plaintext_listener_first_and_no_rack() -> None:
         "version": 5,
         "timestamp": "1620732279919",
     })  # fmt: skip
-    assert parse_broker(2, data) == BrokerRegistration(node_id=2, host="10.0.0.5", port=9092)
+    assert parse_broker(2, data) == BrokerRegistration(
+        node_id=2,
+        host="10.0.0.5",
+        port=9092,
+        endpoints=(
+            BrokerEndpoint("INTERNAL", "PLAINTEXT", "10.0.0.5", 9092),
+            BrokerEndpoint("EXTERNAL", "SSL", "broker.example.com", 9094),
+        ),
+    )
 
 
 def test_a_kafka_broker_whose_first_listener_is_ssl_is_reached_on_its_plaintext_one() -> None:
@@ -558,3 +572,41 @@ def test_a_bool_producer_block_end_is_a_format_error() -> None:
 def test_a_controller_epoch_kafka_would_reject_is_a_format_error(data: bytes) -> None:
     with pytest.raises(ZnodeFormatError):
         parse_controller_epoch(data)
+
+
+# ---- several listeners, and users' SCRAM credentials -------------------------------------------
+
+
+def test_a_broker_with_secured_listeners_only_registers_as_kafka_does() -> None:
+    endpoints = (
+        BrokerEndpoint("CLIENT", "SASL_SSL", "kafka-1.example.com", 9094),
+        BrokerEndpoint("INTERNAL", "SSL", "10.0.0.1", 9093),
+    )
+    registration = BrokerRegistration(
+        node_id=1, host="kafka-1.example.com", port=9094, endpoints=endpoints
+    )
+    written = document(encode_broker(registration, 0))
+    assert (written["host"], written["port"]) == (None, -1)  # no PLAINTEXT listener
+    assert written["endpoints"] == ["CLIENT://kafka-1.example.com:9094", "INTERNAL://10.0.0.1:9093"]
+    assert written["listener_security_protocol_map"] == {"CLIENT": "SASL_SSL", "INTERNAL": "SSL"}
+    parsed = parse_broker(1, encode_broker(registration, 0))
+    assert parsed.endpoints == endpoints
+    assert parsed.address("INTERNAL") == ("10.0.0.1", 9093)
+    assert parsed.address("PLAINTEXT") is None
+
+
+def test_a_users_scram_credentials_have_kafkas_layout() -> None:
+    text = "salt=c2FsdA==,stored_key=c3RvcmVk,server_key=c2VydmVy,iterations=4096"
+    assert user_config_path("alice") == "/config/users/alice"
+    assert user_config_path("CN=alice, O=*") == "/config/users/CN%3Dalice%2C%20O%3D%2A"
+    assert document(encode_user_config({"SCRAM-SHA-512": text})) == {
+        "version": 1,
+        "config": {"SCRAM-SHA-512": text},
+    }
+    assert parse_user_config("alice", encode_user_config({"SCRAM-SHA-512": text})) == {
+        "SCRAM-SHA-512": text
+    }
+    notice = encode_user_config_change("CN=alice, O=*")
+    assert document(notice) == {"version": 2, "entity_path": "users/CN%3Dalice%2C%20O%3D%2A"}
+    assert parse_change_entity(notice) == ("users", "CN=alice, O=*")
+    assert parse_config_change(notice) is None  # not a topic's

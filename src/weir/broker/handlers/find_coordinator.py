@@ -64,6 +64,7 @@ def _coordinator(
         return broker.config.node_id, host, port, ErrorCode.none, None
     partition = cluster.cache.topics.get(topic, {}).get(index)
     leader = cluster.cache.brokers.get(partition.leader) if partition is not None else None
+    leader = broker.for_client(leader) if leader is not None else None
     if leader is None:
         return -1, "", -1, ErrorCode.coordinator_not_available, None
     return leader.node_id, leader.host, leader.port, ErrorCode.none, None

@@ -1,4 +1,6 @@
-"""SCRAM credentials of a single-node broker, kept in its metadata directory.
+"""SCRAM credentials: the interface every store offers (`CredentialStore`), and the store of a
+single-node broker, kept in its metadata directory (a cluster keeps them in ZooKeeper:
+cluster_credentials.py).
 
 On disk: `scram-credentials.json` in the first log directory, readable by its owner only,
 holding what Kafka keeps in ZooKeeper under /config/users/<user>, one entry per user:
@@ -25,7 +27,7 @@ import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from weir import diskio
 from weir.broker.security.scram import MECHANISMS, ScramCredential, ScramMechanism
@@ -49,6 +51,17 @@ class Upsertion:
 class Deletion:
     user: str
     mechanism: ScramMechanism
+
+
+class CredentialStore(Protocol):
+    """Where SCRAM credentials live. `lookup` and `users` may run on the event loop; `alter`
+    blocks (disk, ZooKeeper) and runs in an executor."""
+
+    def lookup(self, user: str, mechanism: ScramMechanism) -> ScramCredential | None: ...
+
+    def users(self) -> Credentials: ...
+
+    def alter(self, upsertions: Iterable[Upsertion], deletions: Iterable[Deletion]) -> None: ...
 
 
 class ScramCredentialStore:

@@ -12,7 +12,7 @@ from typing import Any
 
 from weir.broker.config import BrokerConfig
 from weir.broker.security.errors import SecurityConfigError
-from weir.broker.security.listeners import Listener, SecurityProtocol
+from weir.broker.security.listeners import Listener
 from weir.broker.security.sasl import SUPPORTED_MECHANISMS, SaslServerAuthenticator
 from weir.broker.security.scram import CredentialLookup
 from weir.broker.security.session import USER_TYPE, KafkaPrincipal, Session
@@ -59,13 +59,6 @@ class ListenerSecurity:
 def listener_securities(config: BrokerConfig) -> list[ListenerSecurity]:
     """Each listener's security, in order; SecurityConfigError if one cannot be used."""
     endpoints = config.endpoints
-    if config.zookeeper and (
-        len(endpoints) > 1 or endpoints[0].security_protocol is not SecurityProtocol.PLAINTEXT
-    ):
-        raise SecurityConfigError(
-            "cluster mode serves one PLAINTEXT listener: broker registrations in ZooKeeper "
-            "carry a single address"
-        )
     return [
         ListenerSecurity.build(listener, functools.partial(config.listener_setting, listener.name))
         for listener in endpoints

@@ -90,7 +90,7 @@ def server_context(settings: TlsSettings) -> ssl.SSLContext:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     _set_versions(context, settings.enabled_protocols, where)
     try:
-        _load_keystore(context, settings, where)
+        load_keystore(context, settings, where)
         _load_truststore(context, settings, where)
         if settings.cipher_suites:
             context.set_ciphers(":".join(s.strip() for s in settings.cipher_suites.split(",")))
@@ -110,7 +110,7 @@ def _set_versions(context: ssl.SSLContext, text: str, where: str) -> None:
     context.minimum_version, context.maximum_version = versions[0], versions[-1]
 
 
-def _load_keystore(context: ssl.SSLContext, settings: TlsSettings, where: str) -> None:
+def load_keystore(context: ssl.SSLContext, settings: TlsSettings, where: str) -> None:
     if settings.keystore_location:
         context.load_cert_chain(settings.keystore_location, password=settings.key_password)
         return
@@ -139,16 +139,23 @@ def _load_truststore(context: ssl.SSLContext, settings: TlsSettings, where: str)
         )
     if mode is ssl.CERT_NONE:
         return
-    if settings.truststore_location:
-        context.load_verify_locations(cafile=settings.truststore_location)
-    elif settings.truststore_certificates:
-        context.load_verify_locations(cadata=settings.truststore_certificates)
-    else:
+    if not load_truststore(context, settings):
         raise SecurityConfigError(
             f"{where}: ssl.client.auth={settings.client_auth} needs ssl.truststore.location "
             "or ssl.truststore.certificates"
         )
     context.verify_mode = mode
+
+
+def load_truststore(context: ssl.SSLContext, settings: TlsSettings) -> bool:
+    """Trust the truststore's CA certificates; False if none is configured."""
+    if settings.truststore_location:
+        context.load_verify_locations(cafile=settings.truststore_location)
+    elif settings.truststore_certificates:
+        context.load_verify_locations(cadata=settings.truststore_certificates)
+    else:
+        return False
+    return True
 
 
 def distinguished_name(certificate: dict[str, Any]) -> str | None:

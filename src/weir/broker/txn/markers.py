@@ -26,6 +26,7 @@ from kio.static.primitive import i16, i32
 from weir.broker.group.store import OFFSETS_TOPIC
 from weir.broker.peer import PeerConnection
 from weir.broker.replica_manager import ReplicaManager
+from weir.broker.security.inter_broker import InterBrokerSecurity
 from weir.clock import Clock
 from weir.protocol.errors import RemoteProtocolError
 from weir.records import BatchSpec, Record, build_batch
@@ -138,9 +139,11 @@ class LocalMarkerWriter:
         node_id: int = -1,
         leader_of: LeaderLookup | None = None,
         on_marker: MarkerListener | None = None,
+        peer_security: InterBrokerSecurity | None = None,
     ) -> None:
         self._replicas = replicas
         self._on_marker = on_marker
+        self._peer_security = peer_security
         self._clock = clock
         self._on_offsets_marker = on_offsets_marker
         self._node_id = node_id
@@ -208,7 +211,9 @@ class LocalMarkerWriter:
         ),))  # fmt: skip
         peer = self._peers.get(node_id)
         if peer is None or peer.address != address:
-            peer = self._peers[node_id] = PeerConnection(address, "weir-txn-markers")
+            peer = self._peers[node_id] = PeerConnection(
+                address, "weir-txn-markers", security=self._peer_security
+            )
         try:
             response = await peer.request(WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION, body)
         except (OSError, asyncio.IncompleteReadError, RemoteProtocolError) as exc:

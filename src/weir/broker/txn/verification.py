@@ -37,6 +37,7 @@ from kio.static.primitive import i16, i32
 
 from weir.broker.peer import PeerConnection
 from weir.broker.replica_manager import ReplicaManager
+from weir.broker.security.inter_broker import InterBrokerSecurity
 from weir.broker.txn.coordinator import TransactionCoordinator
 from weir.broker.txn.markers import LeaderLookup
 from weir.broker.txn.store import TRANSACTION_STATE_TOPIC
@@ -149,9 +150,11 @@ class TransactionVerifier:
         node_id: int = -1,
         coordinator_of: CoordinatorLookup | None = None,
         timeout_s: float = VERIFY_TIMEOUT_S,
+        peer_security: InterBrokerSecurity | None = None,
     ) -> None:
         """`coordinator_of` (cluster mode) finds the coordinator of an id this broker does not
-        coordinate; without it, only this broker's coordinator is asked."""
+        coordinate; without it, only this broker's coordinator is asked. `peer_security`: how
+        to reach other brokers (`inter.broker.listener.name`)."""
         self._coordinator = coordinator
         self._replicas = replicas
         self.guards = guards
@@ -159,6 +162,7 @@ class TransactionVerifier:
         self._node_id = node_id
         self._coordinator_of = coordinator_of
         self._timeout_s = timeout_s
+        self._peer_security = peer_security
         self._channels: dict[int, _Channel] = {}
         #: coordinator round trips made (for tests and metrics)
         self.requests_sent = 0
@@ -255,7 +259,8 @@ class TransactionVerifier:
         if channel is None or channel.peer.address != address:
             if channel is not None:
                 channel.peer.close()
-            peer = PeerConnection(address, "weir-txn-verify", timeout_s=self._timeout_s)
+            peer = PeerConnection(address, "weir-txn-verify", timeout_s=self._timeout_s,
+                                  security=self._peer_security)  # fmt: skip
             channel = self._channels[node] = _Channel(peer)
         waiting = channel.pending.get(transactional_id)
         if waiting is not None and (waiting.producer_id, waiting.producer_epoch) == (
@@ -328,6 +333,7 @@ def build_verifier(
     enabled: bool,
     node_id: int,
     leader_of: LeaderLookup | None,
+    peer_security: InterBrokerSecurity | None = None,
 ) -> TransactionVerifier:
     """A broker's verifier; in a cluster (`leader_of` given) it finds a transactional id's
     coordinator as the leader of the id's `__transaction_state` partition."""
@@ -339,7 +345,7 @@ def build_verifier(
             return find_leader(TRANSACTION_STATE_TOPIC, store.partition_for(transactional_id))
 
     return TransactionVerifier(coordinator, replicas, guards, enabled=enabled, node_id=node_id,
-                               coordinator_of=lookup)  # fmt: skip
+                               coordinator_of=lookup, peer_security=peer_security)  # fmt: skip
 
 
 def _check_of(batch: tuple[str, int, bytes]) -> _Check:
