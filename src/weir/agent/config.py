@@ -25,8 +25,13 @@ Example::
     [[inputs]]                         # tail files into a topic (see weir.agent.tail)
     paths = ["/var/log/app/*.log"]
     topic = "app-logs"
+    key = "apache"                     # optional: the lines' record key, a log format's name
 
-Tailed topics default to the `logs` class unless `[topics.<topic>]` names another.
+    formats = ["/etc/weir/formats"]    # format files or directories besides the shipped ones
+
+Tailed topics default to the `logs` class unless `[topics.<topic>]` names another. An input's
+`key` must name a registered log format (the shipped ones and those of `formats`): the agent
+refuses to start otherwise (see `weir.agent.input_formats`).
 """
 
 from __future__ import annotations
@@ -67,6 +72,7 @@ class AgentConfig:
     inputs: tuple[TailInput, ...] = ()
     tail_poll_ms: int = 200
     tail_close_renamed_ms: int = 5000
+    formats: tuple[Path, ...] = ()  # log format files or directories, for the inputs' keys
 
     def durability(self, topic: str) -> Durability:
         if topic in self.topic_durability:
@@ -92,6 +98,7 @@ def load_config(path: Path | None) -> AgentConfig:
     raw = tomllib.loads(path.read_text())
     topics = raw.pop("topics", {})
     inputs = parse_inputs(raw.pop("inputs", []))
+    formats = tuple(Path(entry) for entry in raw.pop("formats", []))
     known = {f.name for f in fields(AgentConfig)}
     unknown = set(raw) - known
     if unknown:
@@ -102,4 +109,4 @@ def load_config(path: Path | None) -> AgentConfig:
     if "default_durability" in raw:
         raw["default_durability"] = Durability(raw["default_durability"])
     durabilities = {t: Durability(s["durability"]) for t, s in topics.items()}
-    return AgentConfig(topic_durability=durabilities, inputs=inputs, **raw)
+    return AgentConfig(topic_durability=durabilities, inputs=inputs, formats=formats, **raw)
