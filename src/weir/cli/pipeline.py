@@ -13,6 +13,7 @@ from typing import Any
 
 from weir.cli.clients import add_bootstrap
 from weir.cli.logformats import add_formats_option, registry_of
+from weir.cli.pipeline_config import PipelineConfigError, add_config_option, merged
 
 
 def register(commands: Any) -> None:
@@ -32,6 +33,7 @@ def register(commands: Any) -> None:
     add_formats_option(logs)
     add_bootstrap(logs)
     logs.set_defaults(run=run_logs)
+    add_config_option(logs)  # last: it makes the flags above optional, the file filling in
 
 
 def run_logs(args: argparse.Namespace) -> int:
@@ -42,8 +44,9 @@ def run_logs(args: argparse.Namespace) -> int:
     from weir.pipeline.session import weir_session
 
     try:
+        args = merged(args)
         registry_of(args.formats)  # a bad format file stops here, before any data is read
-    except FormatFileError as error:
+    except (PipelineConfigError, FormatFileError) as error:
         print(f"weir: {error}", file=sys.stderr)
         return 2
 
