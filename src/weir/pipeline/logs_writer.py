@@ -1,19 +1,23 @@
-"""The second step of a log ETL micro-batch: parsed rows stamped with their template ids and
-written as the ``logs`` table's Parquet files.
+"""Parsed rows stamped with their template ids and written as the ``logs`` table's Parquet
+files.
 
-The first step's tasks (``weir.pipeline.task_files``) leave their parsed rows in the spool as
-Arrow IPC files (``PARSED_LOGS``), and report the distinct masked messages they saw; the driver
-mines those into template ids (``weir.logformats.mining``) and writes the ids as a small Arrow
-file (``write_template_ids``). Then one task per parsed file (``write_logs_task``) reads it,
-adds each row's ``template_id`` and writes the rows in the warehouse's layout,
-``logs/source=S/date=YYYY-MM-DD/hour=H/`` (columns ``LOGS_COLUMNS``; source, date and hour live
-in the path), reporting the files it wrote. Files are named after the task's partition and
+Before a micro-batch runs, the driver writes the ids of every masked message its miner already
+knows (``weir.logformats.mining``) into the spool (``KNOWN_IDS_FILE``, by
+``write_template_ids``). The batch's tasks (``weir.pipeline.task_files``) stamp the rows whose
+masked message is known (``TemplateIds``, ``known_ids``) and write them at once (``LogsFiles``);
+they leave the other rows in the spool as Arrow IPC files (``PARSED_LOGS``), and report the
+distinct masked messages they saw. The driver mines those into template ids and writes the
+batch's ids as a small Arrow file; then, if any rows were left, a second step of one task per
+left file (``write_logs_task``) reads it, adds each row's ``template_id`` and writes the rows.
+Logs files are laid out as ``logs/source=S/date=YYYY-MM-DD/hour=H/`` (columns ``LOGS_COLUMNS``;
+source, date and hour live in the path). Files are named after the task's partition and
 attempt, so a failed attempt's files never collide with the retry's.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import date, timedelta
@@ -30,6 +34,8 @@ LOGS_COLUMNS = ("timestamp", "level", "component", "pid", "message", "template",
                 "topic", "partition", "offset", "raw_level", "host", "thread",
                 "fields", "template_id")  # fmt: skip
 PARSED_SUFFIX = ".arrow"
+# In the spool, beside the tasks' files; its own suffix keeps it from being taken for one.
+KNOWN_IDS_FILE = "known-template-ids.ipc"
 TEMPLATE_IDS = pa.schema(
     [("source", pa.string()), ("template", pa.string()), ("template_id", pa.int64())]
 )
@@ -173,7 +179,8 @@ class LogsFiles:
 
 
 def write_template_ids(path: Path, ids: Mapping[tuple[str, str], int]) -> None:
-    """The template id of each (source, masked message), as ``TEMPLATE_IDS`` in Arrow IPC."""
+    """The template id of each (source, masked message), as ``TEMPLATE_IDS`` in Arrow IPC,
+    replacing ``path`` whole (a reader sees the old file or the new one)."""
     sources, templates, numbers = [], [], []
     for (source, template), template_id in ids.items():
         sources.append(source)
@@ -181,8 +188,28 @@ def write_template_ids(path: Path, ids: Mapping[tuple[str, str], int]) -> None:
         numbers.append(template_id)
     table = pa.table([sources, templates, numbers], schema=TEMPLATE_IDS)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, TEMPLATE_IDS) as writer:
+    temporary = path.with_name(f".{path.name}.tmp")
+    with pa.OSFile(str(temporary), "wb") as sink, pa.ipc.new_file(sink, TEMPLATE_IDS) as writer:
         writer.write_table(table)
+    os.replace(temporary, path)
+
+
+_known: dict[Path, tuple[tuple[int, int, int], TemplateIds]] = {}
+
+
+def known_ids(spool: Path) -> TemplateIds | None:
+    """The ids the driver knew before the running batch (``KNOWN_IDS_FILE`` in ``spool``), or
+    None if it wrote none. A worker keeps the file's lookup until the driver replaces it."""
+    path = spool / KNOWN_IDS_FILE
+    try:
+        status = path.stat()
+    except FileNotFoundError:
+        return None
+    version = (status.st_ino, status.st_mtime_ns, status.st_size)
+    cached = _known.get(path)
+    if cached is None or cached[0] != version:
+        cached = _known[path] = (version, TemplateIds(path))
+    return cached[1]
 
 
 class TemplateIds:
@@ -196,7 +223,8 @@ class TemplateIds:
         self._options = pc.SetLookupOptions(value_set=keys)
 
     def stamp(self, parsed: pa.Table) -> pa.Table:
-        """``parsed`` with its ``template_id`` column (null where none is known)."""
+        """``parsed`` (``PARSED_LOGS``) with its ``template_id`` column (null where none is
+        known)."""
         keys = _keys(parsed.column("source"), parsed.column("template"))
         positions = pc.index_in(keys, options=self._options)
         return parsed.append_column("template_id", pc.take(self.ids, positions))

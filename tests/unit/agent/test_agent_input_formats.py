@@ -62,7 +62,7 @@ def test_a_users_format_from_the_config_files_formats_setting(tmp_path: Path) ->
 def test_a_broken_format_file_is_refused_naming_the_file(tmp_path: Path) -> None:
     broken = tmp_path / "orders.toml"
     broken.write_text(ORDERS_FORMAT.replace("GREEDYDATA", "NO_SUCH_PATTERN"))
-    with pytest.raises(UnknownFormatKey, match="orders.toml"):
+    with pytest.raises(UnknownFormatKey, match=r"orders\.toml"):
         check_input_keys([TailInput(paths=("a",), topic="t", key=b"orders")], [broken])
 
 

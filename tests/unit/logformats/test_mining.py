@@ -109,6 +109,18 @@ def test_template_ids_survive_a_save_and_restore_of_the_miner() -> None:
     assert len(set(ids)) == 4
 
 
+def test_a_message_mined_before_keeps_its_id_and_is_known_after_a_restore() -> None:
+    miner = TemplateMiner()
+    first = mine_lines(miner, "app", ["user alice logged in", "cache cleared"])
+    assert dict(miner.known()) == {("app", "user alice logged in"): first[0],
+                                   ("app", "cache cleared"): first[1]}  # fmt: skip
+    # Bob widens alice's template; alice's own message still has the id it had.
+    mine_lines(miner, "app", ["user bob logged in"])
+    restored = TemplateMiner.from_bytes(miner.to_bytes())
+    assert restored.known() == miner.known()
+    assert mine_lines(restored, "app", ["user alice logged in"]) == [first[0]]
+
+
 def test_ids_are_unique_across_formats_and_counts_and_times_add_up() -> None:
     miner = TemplateMiner()
     first = miner.mine([Occurrences("hdfs", "done", 3, 10, 20, (0, 5))])
