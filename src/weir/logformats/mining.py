@@ -17,7 +17,10 @@ stamp most lines themselves). Any other that fits a known template exactly takes
 widen a template but never changes a template's id. Ids are integers, unique across formats,
 given in the order templates are found. The miner's whole state (the Drain trees, the ids, each
 template's first and last time seen and number of lines) round-trips through ``to_bytes`` and
-``from_bytes``, so mining continues after a restart exactly as without it.
+``from_bytes``, so mining continues after a restart exactly as without it. The state is a
+compressed pickle (the Drain trees' classes are drain3's), which the job writes beside its
+warehouse with each batch: whoever may write there may change what the job reads anyway. A
+state of the first version (the trees as drain3's jsonpickle documents) still loads.
 
 It never reads the clock or does IO; a TemplateMiner is not thread-safe.
 """
@@ -25,6 +28,7 @@ It never reads the clock or does IO; a TemplateMiner is not thread-safe.
 from __future__ import annotations
 
 import json
+import pickle
 import zlib
 from collections import Counter
 from collections.abc import Hashable, Iterable, Mapping, Sequence
@@ -37,7 +41,8 @@ from drain3.drain import Drain
 from weir.logformats.declaration import Mining
 from weir.logformats.template import MASK
 
-STATE_VERSION = 1
+STATE_VERSION = 2
+_JSON_STATE = b"{"  # how a first-version state (JSON) starts; a pickle starts with its protocol
 # Drain's default: how many children a node of its prefix tree keeps before it sends further
 # tokens to a wildcard child.
 MAX_CHILDREN = 100
@@ -142,14 +147,12 @@ class TemplateMiner:
     def to_bytes(self) -> bytes:
         document = {
             "version": STATE_VERSION,
-            "drains": {
-                source: jsonpickle.dumps(drain, keys=True) for source, drain in self._drains.items()
-            },
-            "ids": [[source, cluster, tid] for (source, cluster), tid in self._ids.items()],
-            "seen": [[tid, *seen] for tid, seen in self._seen.items()],
-            "known": [[source, masked, tid] for (source, masked), tid in self._known.items()],
+            "drains": self._drains,
+            "ids": self._ids,
+            "seen": self._seen,
+            "known": self._known,
         }
-        return zlib.compress(json.dumps(document).encode())
+        return zlib.compress(pickle.dumps(document, protocol=pickle.HIGHEST_PROTOCOL), 1)
 
     @classmethod
     def from_bytes(
@@ -157,8 +160,26 @@ class TemplateMiner:
     ) -> TemplateMiner:
         """The miner ``to_bytes`` saved. Each format's Drain keeps the settings it was created
         with; ``settings`` apply to formats the saved miner had not seen."""
-        document = json.loads(zlib.decompress(state))
+        raw = zlib.decompress(state)
+        if raw.startswith(_JSON_STATE):
+            return cls._from_json(json.loads(raw), settings)
+        document = pickle.loads(raw)
         if document.get("version") != STATE_VERSION:
+            raise ValueError(f"unknown template miner state version {document.get('version')!r}")
+        miner = cls(settings)
+        miner._drains = document["drains"]
+        miner._ids = document["ids"]
+        miner._clusters = {tid: key for key, tid in miner._ids.items()}
+        miner._seen = document["seen"]
+        miner._known = document["known"]
+        return miner
+
+    @classmethod
+    def _from_json(
+        cls, document: dict[str, Any], settings: Mapping[str, Mining] | None
+    ) -> TemplateMiner:
+        """A miner saved by the first version of ``to_bytes``."""
+        if document.get("version") != 1:
             raise ValueError(f"unknown template miner state version {document.get('version')!r}")
         miner = cls(settings)
         for source, encoded in document["drains"].items():

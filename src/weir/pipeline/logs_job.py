@@ -15,10 +15,9 @@ Arrow batches and write the quarantine files themselves (``weir.pipeline.task_fi
 stamp the parsed rows whose masked message is known with its id and write them as ``logs``
 files, and leave the rest in the spool as Arrow files, returning only the files, line counts
 and distinct masked messages. The driver mines those messages into template ids (one Drain
-tree per format); if rows were left, a second Spark job, one task per left file, stamps them
-and writes their ``logs`` files (``weir.pipeline.logs_writer``). Once the miner knows a
-source's messages, a batch is one Spark job; the first batches, and any that bring new
-messages, run two. The driver writes the batch's metrics from the counts and the
+tree per format); if rows were left (messages new in the batch), it stamps them and writes
+their ``logs`` files itself, a thread per left file (``weir.pipeline.logs_writer``). The
+driver writes the batch's metrics from the counts and the
 ``templates`` table (id, source, template, first_seen, last_seen, count: every template so
 far, one file replaced by each batch; ``read_templates``) from the miner, and commits the
 reported files into the tables together with the miner's state. Mining on the driver sees
@@ -56,7 +55,9 @@ from weir.pipeline.log_files import FORMATS_OPTION, SPOOL_OPTION, LogFilesDataSo
 from weir.pipeline.logs_writer import (
     KNOWN_IDS_FILE,
     PARSED_SUFFIX,
-    write_logs_task,
+    TemplateIds,
+    template_ids_table,
+    write_left_rows,
     write_template_ids,
 )
 from weir.pipeline.manifest import FILE, PARSED, TEMPLATE
@@ -71,7 +72,6 @@ from weir.pipeline.warehouse import DATA_SUFFIX, STAGING_DIR, BatchCommits
 METRICS_FILE = "part-00000-metrics.snappy.parquet"
 EMPTY_FILE = "part-00000-empty.snappy.parquet"
 TEMPLATES_FILE = "part-00000-templates.snappy.parquet"
-TEMPLATE_IDS_FILE = "template-ids.arrow"
 TABLES = ("logs", "quarantine", "metrics_minute", "templates")
 TEMPLATES_SCHEMA = pa.schema(
     [("id", pa.int64()), ("source", pa.string()), ("template", pa.string()),
@@ -313,14 +313,13 @@ def write_tables(
     ``staging`` and the tasks' files, each by its path in the tables, with where it is in
     ``spool``.
 
-    One or two Spark jobs: in the first, each task parses its records and writes its quarantine
-    file, the logs files of the rows whose template id the miner knew and the other parsed rows
-    into ``spool``, reporting them, its line counts and its distinct masked messages; in the
-    second, run only if rows were left, after the driver mined the messages, each task writes
-    the logs files of one parsed-rows file. Files in the spool that no successful task reported
-    (left by a failed attempt) are deleted, and the parsed-rows files once written out. The
-    metrics, computed from the counts, an empty quarantine file when nothing was quarantined,
-    and the templates table are written here.
+    One Spark job, in which each task parses its records and writes its quarantine file, the
+    logs files of the rows whose template id the miner knew and the other parsed rows into
+    ``spool``, reporting them, its line counts and its distinct masked messages; then, the
+    messages mined, the logs files of the parsed rows left, written here. Files in the spool
+    that no successful task reported (left by a failed attempt) are deleted, and the
+    parsed-rows files once written out. The metrics, computed from the counts, an empty
+    quarantine file when nothing was quarantined, and the templates table are written here.
     """
     manifest = manifests.toArrow().to_pylist()
     reported = {row["path"]: spool / row["path"] for row in manifest if row["kind"] == FILE}
@@ -328,9 +327,8 @@ def write_tables(
     delete_unreported(spool, {*reported.values(), *(spool / path for path in parsed)})
     ids = miner.mine(occurrences_of(manifest))
     if parsed:
-        reported.update(
-            write_logs(manifests.sparkSession, spool, staging / TEMPLATE_IDS_FILE, parsed, ids)
-        )
+        written = write_left_rows(spool, parsed, TemplateIds(template_ids_table(ids)))
+        reported.update({path: spool / path for path in written})
         delete_unreported(spool, set(reported.values()))
     counts = BatchCounts.of(batch_id, line_counts(manifest))
     files = []
@@ -366,23 +364,6 @@ def occurrences_of(manifest: list[dict[str, Any]]) -> list[Occurrences]:
         for row in manifest
         if row["kind"] == TEMPLATE
     ]
-
-
-def write_logs(
-    spark: SparkSession,
-    spool: Path,
-    ids_file: Path,
-    parsed: list[str],
-    ids: dict[tuple[str, str], int],
-) -> dict[str, Path]:
-    """The logs files of the parsed-rows files ``parsed``, written by one task each, stamped
-    with ``ids``: each file's path in the tables, with where it is in ``spool``."""
-    if not parsed:
-        return {}
-    write_template_ids(ids_file, ids)
-    tasks = spark.sparkContext.parallelize(sorted(parsed), len(parsed))
-    written = tasks.mapPartitions(write_logs_task(str(spool), str(ids_file))).collect()
-    return {path: spool / path for paths in written for path in paths}
 
 
 def templates_table(miner: TemplateMiner) -> pa.Table:

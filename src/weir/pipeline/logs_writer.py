@@ -6,9 +6,10 @@ knows (``weir.logformats.mining``) into the spool (``KNOWN_IDS_FILE``, by
 ``write_template_ids``). The batch's tasks (``weir.pipeline.task_files``) stamp the rows whose
 masked message is known (``TemplateIds``, ``known_ids``) and write them at once (``LogsFiles``);
 they leave the other rows in the spool as Arrow IPC files (``PARSED_LOGS``), and report the
-distinct masked messages they saw. The driver mines those into template ids and writes the
-batch's ids as a small Arrow file; then, if any rows were left, a second step of one task per
-left file (``write_logs_task``) reads it, adds each row's ``template_id`` and writes the rows.
+distinct masked messages they saw. The driver mines those into template ids; then, if any rows
+were left, it reads each left file, adds each row's ``template_id`` and writes the rows
+(``write_left_rows``, one thread per file: pyarrow's compute functions and Parquet writer run
+outside Python's global lock).
 Logs files are laid out as ``logs/source=S/date=YYYY-MM-DD/hour=H/`` (columns ``LOGS_COLUMNS``;
 source, date and hour live in the path). Files are named after the task's partition and
 attempt, so a failed attempt's files never collide with the retry's.
@@ -19,7 +20,8 @@ from __future__ import annotations
 import contextlib
 import os
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from datetime import date, timedelta
 from pathlib import Path
 
@@ -178,15 +180,20 @@ class LogsFiles:
             self.files.close()
 
 
-def write_template_ids(path: Path, ids: Mapping[tuple[str, str], int]) -> None:
-    """The template id of each (source, masked message), as ``TEMPLATE_IDS`` in Arrow IPC,
-    replacing ``path`` whole (a reader sees the old file or the new one)."""
+def template_ids_table(ids: Mapping[tuple[str, str], int]) -> pa.Table:
+    """The template id of each (source, masked message), as a ``TEMPLATE_IDS`` table."""
     sources, templates, numbers = [], [], []
     for (source, template), template_id in ids.items():
         sources.append(source)
         templates.append(template)
         numbers.append(template_id)
-    table = pa.table([sources, templates, numbers], schema=TEMPLATE_IDS)
+    return pa.table([sources, templates, numbers], schema=TEMPLATE_IDS)
+
+
+def write_template_ids(path: Path, ids: Mapping[tuple[str, str], int]) -> None:
+    """``template_ids_table(ids)`` in Arrow IPC, replacing ``path`` whole (a reader sees the
+    old file or the new one)."""
+    table = template_ids_table(ids)
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.tmp")
     with pa.OSFile(str(temporary), "wb") as sink, pa.ipc.new_file(sink, TEMPLATE_IDS) as writer:
@@ -208,16 +215,16 @@ def known_ids(spool: Path) -> TemplateIds | None:
     version = (status.st_ino, status.st_mtime_ns, status.st_size)
     cached = _known.get(path)
     if cached is None or cached[0] != version:
-        cached = _known[path] = (version, TemplateIds(path))
+        with pa.memory_map(str(path)) as source:
+            cached = _known[path] = (version, TemplateIds(pa.ipc.open_file(source).read_all()))
     return cached[1]
 
 
 class TemplateIds:
     """Looks up the template ids of parsed rows by (source, template)."""
 
-    def __init__(self, path: Path) -> None:
-        with pa.memory_map(str(path)) as source:
-            table = pa.ipc.open_file(source).read_all()
+    def __init__(self, table: pa.Table) -> None:
+        """``table``: ``TEMPLATE_IDS``."""
         self.ids = table.column("template_id").combine_chunks()
         keys = _keys(table.column("source"), table.column("template"))
         self._options = pc.SetLookupOptions(value_set=keys)
@@ -243,26 +250,29 @@ def read_parsed(path: Path) -> Iterator[pa.Table]:
             yield pa.Table.from_batches([batch])
 
 
-def write_logs_task(spool: str, ids_file: str) -> Callable[[Iterable[str]], Iterator[list[str]]]:
-    """The function of a task writing the parsed files it is given (paths relative to
-    ``spool``) as logs files under ``spool``: yields the list of the files it wrote."""
+def write_left_rows(spool: Path, left: list[str], ids: TemplateIds) -> list[str]:
+    """Writes the parsed-rows files ``left`` (paths relative to ``spool``), stamped with
+    ``ids``, as logs files under ``spool``, one thread per file; returns the files written."""
+    if not left:
+        return []
+    with ThreadPoolExecutor(min(len(left), os.cpu_count() or 1)) as pool:
+        written = pool.map(lambda relative: write_parsed(spool, relative, ids), left)
+        return [path for paths in written for path in paths]
 
-    def run(parsed_files: Iterable[str]) -> Iterator[list[str]]:
-        ids = TemplateIds(Path(ids_file))
-        files = DirectoryFiles(Path(spool), task_name())
-        logs = LogsFiles(files)
-        try:
-            for relative in parsed_files:
-                for table in read_parsed(Path(spool) / relative):
-                    logs.add(ids.stamp(table))
-            logs.flush()
-            files.close()
-        except BaseException:
-            files.abandon()
-            raise
-        yield files.written
 
-    return run
+def write_parsed(spool: Path, relative: str, ids: TemplateIds) -> list[str]:
+    """The logs files of one parsed-rows file, stamped with ``ids``: the files written."""
+    files = DirectoryFiles(spool, task_name())
+    logs = LogsFiles(files)
+    try:
+        for table in read_parsed(spool / relative):
+            logs.add(ids.stamp(table))
+        logs.flush()
+        files.close()
+    except BaseException:
+        files.abandon()
+        raise
+    return files.written
 
 
 def output_file(path: Path) -> pa.NativeFile:

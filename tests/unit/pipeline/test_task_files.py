@@ -18,7 +18,13 @@ from weir.logformats.batch import BatchParser
 from weir.logformats.mining import TemplateMiner
 from weir.pipeline import logs_writer, task_files
 from weir.pipeline.logs_job import occurrences_of
-from weir.pipeline.logs_writer import LOGS_COLUMNS, write_logs_task, write_template_ids
+from weir.pipeline.logs_writer import (
+    LOGS_COLUMNS,
+    TemplateIds,
+    template_ids_table,
+    write_left_rows,
+    write_template_ids,
+)
 from weir.pipeline.task_files import QUARANTINE_COLUMNS, line_counts
 
 
@@ -30,12 +36,10 @@ def write_task(staging: str) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         (manifest,) = list(task_files.write_task(staging)(batches))
         rows = manifest.to_pylist()
-        ids = TemplateMiner().mine(occurrences_of(rows))
-        write_template_ids(Path(staging) / "ids.arrow", ids)
+        ids = TemplateIds(template_ids_table(TemplateMiner().mine(occurrences_of(rows))))
         parsed = [row["path"] for row in rows if row["kind"] == "parsed"]
-        if parsed:
-            (written,) = list(write_logs_task(staging, f"{staging}/ids.arrow")(parsed))
-            rows += [{"kind": "file", "path": path} for path in written]
+        written = write_left_rows(Path(staging), parsed, ids)
+        rows += [{"kind": "file", "path": path} for path in written]
         yield pa.RecordBatch.from_pylist(rows, schema=task_files.MANIFEST_ARROW)
 
     return run
