@@ -1,5 +1,5 @@
 """One Spark task's share of a micro-batch: raw records parsed, quarantine and logs written,
-the parsed rows of new messages spooled for the second step.
+the parsed rows of new messages spooled for the driver.
 
 The log ETL job's tasks (see ``weir.pipeline.log_files``) run ``write_task(spool)`` over the raw
 records of their offset range (Arrow batches of key, value, topic, partition, offset). Each
@@ -8,7 +8,7 @@ lines their year) and writes the quarantined ones with pyarrow as ``quarantine/`
 (columns ``QUARANTINE_COLUMNS``). Parsed rows whose masked message the driver's template miner
 knew before the batch (``weir.pipeline.logs_writer.known_ids``) are stamped with their template
 id and written as ``logs`` files at once; the others, unsplit, go to one Arrow IPC file under
-``parsed/`` (``PARSED_LOGS``), which the second step stamps and writes once the driver has mined
+``parsed/`` (``PARSED_LOGS``), which the driver stamps and writes once it has mined
 the batch (``weir.pipeline.logs_writer``). Its output is small: one ``file`` row per Parquet
 file, one ``parsed`` row for its parsed-rows file if it left rows, one ``count`` row per
 (parsed, source, minute, level) with its number of lines, and one ``template`` row per distinct
@@ -56,7 +56,7 @@ TIMESTAMP_COLUMN = "timestamp"  # the records' timestamps, when the batches carr
 PARSED_ARROW = pa.schema(
     [*PARSED_SCHEMA, ("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64())]
 )
-# The rows a task leaves for the second step: the logs columns but the template id, and source.
+# The rows a task leaves for the driver: the logs columns but the template id, and source.
 PARSED_LOGS = pa.schema([PARSED_ARROW.field(name) for name in (*LOGS_COLUMNS[:-1], "source")])
 # ``MANIFEST`` in Arrow: the batch in which a task returns its manifest.
 MANIFEST_ARROW = to_arrow_schema(MANIFEST)
