@@ -26,6 +26,18 @@ lines (the Loghub samples shipped in weir.cli.demo_data, cycled, each keyed by i
   the size the job hands its parser, in this process, for reference; and again over the sample
   lines once each (``parse_only_samples_once``), where no line repeats except as the samples
   repeat themselves (the parser templates each distinct message of a batch once).
+
+Beside the wall-clock rates, each ETL run reports the CPU seconds its query took in the job's
+processes (``cpu_seconds``: the driver, its JVM, the Python workers and the processes they
+reaped, read from /proc at the query's start and end) and in the broker (``broker_cpu_seconds``),
+which depend far less than wall time on what else the machine runs.
+
+With ``--baseline REF`` every ETL run is made twice, by this checkout's job and by the job of
+commit REF (its ``src`` taken from git into a temporary directory and put on the driver's and
+the Python workers' path; the job does not use the broker's compiled record walk), one after
+the other against the same broker and topic, the order swapped from one repeat to the next. The
+report gives each side's figures and the current job's rate over the baseline's
+(``vs_baseline``). The broker, the bench and the raw consumes are this checkout's either way.
 Writes JSON to bench/results/pipeline.json (or --out) and prints it.
 """
 
@@ -38,6 +50,8 @@ import multiprocessing
 import os
 import platform
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -48,7 +62,9 @@ import pyarrow as pa  # type: ignore[import-untyped]
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+import weir
 from broker import start_broker
+from parsing import old_tree
 from weir.pipeline.jvm_classes import MAP
 from weir.pipeline.kafka_io import FETCH_BYTES, PARTITION_FETCH_BYTES, ensure_topic
 from weir.pipeline.logs_job import (
@@ -163,10 +179,12 @@ def etl(
     ensure_topic({"bootstrap.servers": bootstrap}, job.metrics_topic_name)
     writer = BatchWriter(job)
     try:
+        cpu_before = tree_cpu_seconds(os.getpid())
         started = time.perf_counter()
         query = start_query(spark, job, writer)
         query.awaitTermination(TIMEOUT_S)
         seconds = time.perf_counter() - started
+        cpu_seconds = tree_cpu_seconds(os.getpid()) - cpu_before
         progress = list(query.recentProgress)
         query.stop()
     finally:
@@ -196,7 +214,66 @@ def etl(
         "rows_per_s": round(summary.records / seconds),
         "steady_rows_per_s": round(steady_records / steady_seconds) if steady_seconds else None,
         "session_startup_seconds": round(startup, 3),
+        "cpu_seconds": round(cpu_seconds, 2),
+        "cpu_us_per_row": round(cpu_seconds * 1e6 / max(summary.records, 1), 2),
     }
+
+
+def tree_cpu_seconds(root: int) -> float:
+    """CPU seconds (user and system) of process ``root`` and its descendants, each with the
+    children it has reaped, from /proc."""
+    children: dict[int, list[int]] = {}
+    ticks: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            text = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue  # ended meanwhile
+        fields = text[text.rindex(")") + 2 :].split()
+        children.setdefault(int(fields[1]), []).append(int(entry))
+        ticks[int(entry)] = sum(int(n) for n in fields[11:15])  # utime stime cutime cstime
+    total, pending = 0, [root]
+    while pending:
+        pid = pending.pop()
+        total += ticks.get(pid, 0)
+        pending += children.get(pid, [])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def etl_process(
+    source: Path | None,
+    bootstrap: str,
+    scratch: Path,
+    run: str,
+    trigger_records: int | None,
+    broker: int,
+) -> dict[str, Any]:
+    """``etl`` in a new Python process (see ``in_new_process``) that imports weir from
+    ``source`` (a baseline's ``src``) if given, else as this process does; with the CPU
+    seconds the broker (process ``broker``) spent meanwhile."""
+    result = scratch / f"etl-{run}.json"
+    command = [sys.executable, __file__, "--etl-worker", json.dumps(
+        {"bootstrap": bootstrap, "scratch": str(scratch), "run": run,
+         "trigger_records": trigger_records, "result": str(result)})]  # fmt: skip
+    environment = dict(os.environ)
+    if source is not None:
+        environment["PYTHONPATH"] = str(source)
+    broker_before = tree_cpu_seconds(broker)
+    subprocess.run(command, env=environment, check=True, timeout=TIMEOUT_S * 2)
+    answer: dict[str, Any] = json.loads(result.read_text())
+    answer["broker_cpu_seconds"] = round(tree_cpu_seconds(broker) - broker_before, 2)
+    return answer
+
+
+def etl_worker(arguments: str) -> int:
+    """The body of ``etl_process``'s process: runs ``etl`` and writes its result as JSON."""
+    given = json.loads(arguments)
+    result = etl(given["bootstrap"], Path(given["scratch"]), given["run"], given["trigger_records"])
+    result["weir"] = str(Path(weir.__file__).parent)
+    Path(given["result"]).write_text(json.dumps(result))
+    return 0
 
 
 def class_archive(bootstrap: str, scratch: Path, samples: list[tuple[bytes, bytes]]) -> bool:
@@ -227,6 +304,8 @@ def etl_summary(trigger: int | None, runs: list[dict[str, Any]], raw_rate: float
         "vs_raw_consume": round(rate / raw_rate, 3),
         "steady_vs_raw_consume": round(steady_rate / raw_rate, 3) if steady_rate else None,
         "targets_met": rate >= TARGET_ROWS_PER_S and rate >= raw_rate * TARGET_VS_RAW,
+        "cpu_us_per_row": round(statistics.median(r["cpu_us_per_row"] for r in runs), 2),
+        "broker_cpu_seconds": statistics.median(r["broker_cpu_seconds"] for r in runs),
         "targets_met_in_steady_state": steady_rate is not None
         and steady_rate >= TARGET_ROWS_PER_S
         and steady_rate >= raw_rate * TARGET_VS_RAW,
@@ -266,6 +345,142 @@ def trigger_size(text: str) -> int | None:
 
 
 def main() -> int:
+    args = arguments()
+    if args.etl_worker:
+        return etl_worker(args.etl_worker)
+    samples = demo_records()
+    records = cycled(samples, args.records)
+    with tempfile.TemporaryDirectory(prefix="weir-bench-") as scratch:
+        process, bootstrap = start_broker(Path(scratch) / "data")
+        try:
+            produce_s = produce(bootstrap, records, args.partitions)
+            # Live tuples would make every collection of Python's garbage collector in this
+            # process (the raw consumer, then the ETL's driver) walk them.
+            del records
+            archive_written = class_archive(bootstrap, Path(scratch), samples)
+            sides: dict[str, Path | None] = {"current": None}
+            if args.baseline:
+                sides["baseline"] = old_tree(args.baseline, Path(scratch) / "baseline")
+            raw, etls = measure(bootstrap, Path(scratch), sides, args, process.pid)
+        finally:
+            process.terminate()
+            process.wait(30)
+    parse = parse_only(cycled(samples, args.parse_records))
+    parse_distinct = parse_only(samples)
+    raw_rate = statistics.median(r["records_per_s"] for r in raw)
+    summaries = {
+        side: [etl_summary(trigger, runs, raw_rate) for trigger, runs in by_trigger.items()]
+        for side, by_trigger in etls.items()
+    }
+    report = {
+        "benchmark": "pipeline",
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "load_average_at_end": os.getloadavg(),
+        },
+        "settings": {
+            "records": args.records,
+            "partitions": args.partitions,
+            "lines": f"{len(samples)} Loghub sample lines cycled, keyed by source",
+            "mean_line_bytes": round(sum(len(v) for _, v in samples) / len(samples), 1),
+            "raw_consume": (
+                "one consumer, assign, consume(10000), fetch.queue.backoff.ms=1, "
+                "max.partition.fetch.bytes and fetch.max.bytes as the ETL's readers"
+            ),
+            "etl": (
+                "weir pipeline logs --once on local[2] (available-now), once per "
+                "maxRecordsPerTrigger (null: no cap, the job's default); steady: the "
+                "micro-batches after the first"
+            ),
+            "spark": SPARK_CONFIG,
+            "parse_records": args.parse_records,
+            "raw_consume_runs": len(raw),
+            "etl_repeat": args.etl_repeat,
+            "baseline": args.baseline,
+        },
+        "produce_seconds": round(produce_s, 3),
+        "class_archive": (
+            "written by a warm-up run before the measured runs"
+            if archive_written
+            else "present before this run"
+        ),
+        "raw_consume": {"records_per_s": round(raw_rate), "runs": raw},
+        "etl": summaries["current"],
+        "parse_only": parse,
+        "parse_only_samples_once": parse_distinct,
+        "targets": {"etl_rows_per_s": TARGET_ROWS_PER_S, "etl_vs_raw_consume": TARGET_VS_RAW},
+    }
+    if args.baseline:
+        report["baseline"] = {"commit": args.baseline, "etl": summaries["baseline"]}
+        report["vs_baseline"] = versus_baseline(etls)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    print(json.dumps(report, indent=2))
+    return 0
+
+
+def measure(
+    bootstrap: str,
+    scratch: Path,
+    sides: dict[str, Path | None],
+    args: argparse.Namespace,
+    broker: int,
+) -> tuple[list[dict[str, Any]], dict[str, dict[int | None, list[dict[str, Any]]]]]:
+    """The raw consumes and each side's ETL runs, by side and micro-batch size. The raw
+    consumes run once first and then after each ETL run, so that both sample the machine alike:
+    its speed drifts by a third and more over a run."""
+    raw = [in_new_process(raw_consume, bootstrap, args.records, args.partitions)]
+    etls: dict[str, dict[int | None, list[dict[str, Any]]]] = {
+        side: {t: [] for t in args.trigger_records} for side in sides
+    }
+    for n in range(args.etl_repeat):
+        for trigger in args.trigger_records:
+            order = list(sides) if n % 2 == 0 else list(reversed(sides))
+            for side in order:
+                run = f"{side}-{trigger or ALL}-{n}"
+                result = etl_process(sides[side], bootstrap, scratch, run, trigger, broker)
+                etls[side][trigger].append(result)
+                raw.append(in_new_process(raw_consume, bootstrap, args.records, args.partitions))
+    return raw, etls
+
+
+def versus_baseline(
+    etls: dict[str, dict[int | None, list[dict[str, Any]]]],
+) -> list[dict[str, Any]]:
+    """Per micro-batch size, the current job's rate over the baseline's: of their medians, and
+    of the runs made one after the other; and the baseline's CPU seconds per row over the
+    current job's (above 1: the current job takes less), of their medians."""
+    compared = []
+    for trigger, current in etls["current"].items():
+        baseline = etls["baseline"][trigger]
+        pairs = [c["rows_per_s"] / b["rows_per_s"] for c, b in zip(current, baseline, strict=True)]
+        entry: dict[str, Any] = {
+            "max_records_per_trigger": trigger,
+            "rows_per_s": round(
+                statistics.median(r["rows_per_s"] for r in current)
+                / statistics.median(r["rows_per_s"] for r in baseline),
+                3,
+            ),
+            "paired_runs": [round(ratio, 3) for ratio in pairs],
+            "cpu_per_row": round(
+                statistics.median(r["cpu_us_per_row"] for r in baseline)
+                / statistics.median(r["cpu_us_per_row"] for r in current),
+                3,
+            ),
+        }
+        steady = [
+            c["steady_rows_per_s"] / b["steady_rows_per_s"]
+            for c, b in zip(current, baseline, strict=True)
+            if c["steady_rows_per_s"] and b["steady_rows_per_s"]
+        ]
+        if steady:
+            entry["steady_paired_runs"] = [round(ratio, 3) for ratio in steady]
+        compared.append(entry)
+    return compared
+
+
+def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument(
         "--records",
@@ -285,77 +500,13 @@ def main() -> int:
     parser.add_argument("--etl-repeat", type=int, default=2, help="ETL runs per micro-batch size")
     parser.add_argument("--parse-records", type=int, default=200_000)
     parser.add_argument(
+        "--baseline", help="a commit whose job runs beside this checkout's, run for run"
+    )
+    parser.add_argument(
         "--out", type=Path, default=Path(__file__).parent / "results" / "pipeline.json"
     )
-    args = parser.parse_args()
-    samples = demo_records()
-    records = cycled(samples, args.records)
-    with tempfile.TemporaryDirectory(prefix="weir-bench-") as scratch:
-        process, bootstrap = start_broker(Path(scratch) / "data")
-        try:
-            produce_s = produce(bootstrap, records, args.partitions)
-            # Live tuples would make every collection of Python's garbage collector in this
-            # process (the raw consumer, then the ETL's driver) walk them.
-            del records
-            archive_written = class_archive(bootstrap, Path(scratch), samples)
-            # The raw consumes run between the ETL runs, so that both sides sample the
-            # machine alike: its speed drifts by a third and more over a run.
-            raw = [in_new_process(raw_consume, bootstrap, args.records, args.partitions)]
-            etls: dict[int | None, list[dict[str, Any]]] = {t: [] for t in args.trigger_records}
-            for n in range(args.etl_repeat):
-                for trigger in args.trigger_records:
-                    run = f"{trigger or ALL}-{n}"
-                    etls[trigger].append(
-                        in_new_process(etl, bootstrap, Path(scratch), run, trigger)
-                    )
-                    raw.append(
-                        in_new_process(raw_consume, bootstrap, args.records, args.partitions)
-                    )
-        finally:
-            process.terminate()
-            process.wait(30)
-    parse = parse_only(cycled(samples, args.parse_records))
-    parse_distinct = parse_only(samples)
-    raw_rate = statistics.median(r["records_per_s"] for r in raw)
-    summaries = [etl_summary(trigger, runs, raw_rate) for trigger, runs in etls.items()]
-    report = {
-        "benchmark": "pipeline",
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
-        "settings": {
-            "records": args.records,
-            "partitions": args.partitions,
-            "lines": f"{len(samples)} Loghub sample lines cycled, keyed by source",
-            "mean_line_bytes": round(sum(len(v) for _, v in samples) / len(samples), 1),
-            "raw_consume": (
-                "one consumer, assign, consume(10000), fetch.queue.backoff.ms=1, "
-                "max.partition.fetch.bytes and fetch.max.bytes as the ETL's readers"
-            ),
-            "etl": (
-                "weir pipeline logs --once on local[2] (available-now), once per "
-                "maxRecordsPerTrigger (null: no cap, the job's default); steady: the "
-                "micro-batches after the first"
-            ),
-            "spark": SPARK_CONFIG,
-            "parse_records": args.parse_records,
-            "raw_consume_runs": len(raw),
-            "etl_repeat": args.etl_repeat,
-        },
-        "produce_seconds": round(produce_s, 3),
-        "class_archive": (
-            "written by a warm-up run before the measured runs"
-            if archive_written
-            else "present before this run"
-        ),
-        "raw_consume": {"records_per_s": round(raw_rate), "runs": raw},
-        "etl": summaries,
-        "parse_only": parse,
-        "parse_only_samples_once": parse_distinct,
-        "targets": {"etl_rows_per_s": TARGET_ROWS_PER_S, "etl_vs_raw_consume": TARGET_VS_RAW},
-    }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
-    print(json.dumps(report, indent=2))
-    return 0
+    parser.add_argument("--etl-worker", help=argparse.SUPPRESS)
+    return parser.parse_args()
 
 
 if __name__ == "__main__":

@@ -410,18 +410,27 @@ def test_logs_etl_once_over_demo_samples(
     receiving = logs.where("source = 'hdfs' and message like 'Receiving block %'")
     assert receiving.select("template_id").distinct().count() == 1
 
-    again = run_etl(bootstrap, warehouse, checkpoint, "--formats", str(formats))
-    assert again["records"] == 0
+    # The same job from a config file (relative paths from its directory), flags beside it.
+    config = tmp_path / "logs.toml"
+    config.write_text(
+        f'"bootstrap.servers" = "{bootstrap}"\nsubscribe = "loglines"\nwarehouse = "warehouse"\n'
+        'checkpointLocation = "checkpoint"\nformats = ["formats"]\n"spark.master" = "local[2]"\n'
+    )
+    again = run_logs_job_command(["--config", str(config), "--once"])
+    assert again["records"] == 0 and again["warehouse"] == str(warehouse)
     assert read_logs(spark, warehouse).count() == total_logs + 1
     assert read_templates(spark, warehouse).count() == len(per_id)
 
 
 def run_etl(bootstrap: str, warehouse: Path, checkpoint: Path, *extra: str) -> dict[str, Any]:
-    command = [
-        sys.executable, "-m", "weir.cli.main", "pipeline", "logs", "--topic", "loglines",
-        "--warehouse", str(warehouse), "--checkpoint", str(checkpoint),
+    return run_logs_job_command([
+        "--topic", "loglines", "--warehouse", str(warehouse), "--checkpoint", str(checkpoint),
         "--bootstrap-server", bootstrap, "--once", "--master", "local[2]", *extra,
-    ]  # fmt: skip
+    ])  # fmt: skip
+
+
+def run_logs_job_command(arguments: list[str]) -> dict[str, Any]:
+    command = [sys.executable, "-m", "weir.cli.main", "pipeline", "logs", *arguments]
     done = subprocess.run(
         command, capture_output=True, text=True, timeout=300, env={**os.environ}, check=False
     )

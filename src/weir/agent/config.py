@@ -19,6 +19,7 @@ Example::
     shm_dir = "/dev/shm/weir-agent"    # where `shm` queues live (default: one directory per spool)
     tail_poll_ms = 200                 # how often tailed files are checked
     tail_close_renamed_ms = 5000       # a rotated file idle this long is closed
+    formats = ["/etc/weir/formats"]    # format files or directories besides the shipped ones
     [topics.clicks]
     durability = "logs"
 
@@ -32,8 +33,11 @@ Example::
     [[inputs]]                         # tail files into a topic (see weir.agent.tail)
     paths = ["/var/log/app/*.log"]
     topic = "app-logs"
+    key = "apache"                     # optional: the lines' record key, a log format's name
 
-Tailed topics default to the `logs` class unless `[topics.<topic>]` names another.
+Tailed topics default to the `logs` class unless `[topics.<topic>]` names another. An input's
+`key` must name a registered log format (the shipped ones and those of `formats`): the agent
+refuses to start otherwise (see `weir.agent.input_formats`).
 `[producer]` takes any librdkafka setting; its metadata requests and deliveries use them all.
 Security settings are read as every weir client reads them (`weir.protocol.client_settings`:
 a Java client's `sasl.jaas.config` too); `weir agent start --command-config FILE -X KEY=VALUE`
@@ -80,6 +84,7 @@ class AgentConfig:
     inputs: tuple[TailInput, ...] = ()
     tail_poll_ms: int = 200
     tail_close_renamed_ms: int = 5000
+    formats: tuple[Path, ...] = ()  # log format files or directories, for the inputs' keys
 
     def durability(self, topic: str) -> Durability:
         if topic in self.topic_durability:
@@ -109,6 +114,7 @@ def load_config(path: Path | None) -> AgentConfig:
     raw = tomllib.loads(path.read_text())
     topics = raw.pop("topics", {})
     inputs = parse_inputs(raw.pop("inputs", []))
+    formats = tuple(Path(entry) for entry in raw.pop("formats", []))
     known = {f.name for f in fields(AgentConfig)}
     unknown = set(raw) - known
     if unknown:
@@ -121,4 +127,4 @@ def load_config(path: Path | None) -> AgentConfig:
     if "default_durability" in raw:
         raw["default_durability"] = Durability(raw["default_durability"])
     durabilities = {t: Durability(s["durability"]) for t, s in topics.items()}
-    return AgentConfig(topic_durability=durabilities, inputs=inputs, **raw)
+    return AgentConfig(topic_durability=durabilities, inputs=inputs, formats=formats, **raw)

@@ -32,6 +32,8 @@ from weir.protocol.client_settings import client_settings
 
 
 def register(commands: Any) -> None:
+    from weir.cli.logformats import add_formats_option
+
     agent = commands.add_parser("agent", help="the reliable log-shipping agent")
     actions = agent.add_subparsers(dest="action", required=True, metavar="ACTION")
     start = actions.add_parser("start", help="run the agent in the foreground")
@@ -44,6 +46,7 @@ def register(commands: Any) -> None:
                        help="follow the files matching GLOB into TOPIC (repeatable)")  # fmt: skip
     start.add_argument("--metrics-port", type=int, metavar="N",
                        help="serve Prometheus metrics on port N (0: any free port)")  # fmt: skip
+    add_formats_option(start)  # format files besides the shipped ones, for the inputs' keys
     start.add_argument("--ready-file", type=Path, help=argparse.SUPPRESS)
     start.set_defaults(run=run_start)
     send = actions.add_parser("send", help="send stdin lines through the agent")
@@ -62,6 +65,7 @@ def register(commands: Any) -> None:
 def run_start(args: argparse.Namespace) -> int:
     from weir.agent.agent import Agent
     from weir.agent.config import load_config
+    from weir.agent.input_formats import UnknownFormatKey, check_input_keys
     from weir.agent.server import AgentSocketServer
     from weir.agent.tail import parse_tail_flag
 
@@ -77,7 +81,13 @@ def run_start(args: argparse.Namespace) -> int:
         bootstrap_server=args.bootstrap_server,
         metrics_port=args.metrics_port,
         inputs=config.inputs + tuple(parse_tail_flag(t) for t in args.tail) or None,
+        formats=config.formats + tuple(args.formats) or None,
     )
+    try:
+        check_input_keys(config.inputs, config.formats)
+    except UnknownFormatKey as error:
+        print(f"weir: {error}", file=sys.stderr)
+        return 2
     agent = Agent(config)
     server = AgentSocketServer(config.socket, agent)
     server.serve_in_background()

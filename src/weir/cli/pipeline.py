@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from weir.cli.clients import add_bootstrap, add_client_settings, security_settings
 from weir.cli.logformats import add_formats_option, registry_of
+from weir.cli.pipeline_config import PipelineConfigError, add_config_option, merged
 
 if TYPE_CHECKING:
     from weir.pipeline.logs_job import LogsJob
@@ -39,6 +40,7 @@ def register(commands: Any) -> None:
     add_bootstrap(logs)
     add_client_settings(logs)
     logs.set_defaults(run=run_logs)
+    add_config_option(logs)  # last: it makes the flags above optional, the file filling in
 
 
 def run_logs(args: argparse.Namespace) -> int:
@@ -49,8 +51,9 @@ def run_logs(args: argparse.Namespace) -> int:
     from weir.pipeline.session import weir_session
 
     try:
+        args = merged(args)
         registry_of(args.formats)  # a bad format file stops here, before any data is read
-    except FormatFileError as error:
+    except (PipelineConfigError, FormatFileError) as error:
         print(f"weir: {error}", file=sys.stderr)
         return 2
 

@@ -10,12 +10,17 @@ format, with the format's similarity threshold, depth and extra delimiters.
 
 ``TemplateMiner.mine`` takes the distinct masked messages of a batch of lines (``Occurrences``:
 how often each occurred, when first and last, and where first, which orders them) and returns
-each one's template id. A masked message that fits a known template exactly keeps it (Drain's
-``match``); the others are added to the tree (Drain's ``add_log_message``), which may widen a
-template but never changes a template's id. Ids are integers, unique across formats, given in
-the order templates are found. The miner's whole state (the Drain trees, the ids, each
+each one's template id. A masked message mined before keeps the id it had (``known``: every
+masked message mined so far, up to ``MAX_KNOWN`` of them, with its id; what lets the job's tasks
+stamp most lines themselves). Any other that fits a known template exactly takes its id
+(Drain's ``match``); the rest are added to the tree (Drain's ``add_log_message``), which may
+widen a template but never changes a template's id. Ids are integers, unique across formats,
+given in the order templates are found. The miner's whole state (the Drain trees, the ids, each
 template's first and last time seen and number of lines) round-trips through ``to_bytes`` and
-``from_bytes``, so mining continues after a restart exactly as without it.
+``from_bytes``, so mining continues after a restart exactly as without it. The state is a
+compressed pickle (the Drain trees' classes are drain3's), which the job writes beside its
+warehouse with each batch: whoever may write there may change what the job reads anyway. A
+state of the first version (the trees as drain3's jsonpickle documents) still loads.
 
 It never reads the clock or does IO; a TemplateMiner is not thread-safe.
 """
@@ -23,6 +28,7 @@ It never reads the clock or does IO; a TemplateMiner is not thread-safe.
 from __future__ import annotations
 
 import json
+import pickle
 import zlib
 from collections import Counter
 from collections.abc import Hashable, Iterable, Mapping, Sequence
@@ -35,10 +41,15 @@ from drain3.drain import Drain
 from weir.logformats.declaration import Mining
 from weir.logformats.template import MASK
 
-STATE_VERSION = 1
+STATE_VERSION = 2
+_JSON_STATE = b"{"  # how a first-version state (JSON) starts; a pickle starts with its protocol
 # Drain's default: how many children a node of its prefix tree keeps before it sends further
 # tokens to a wildcard child.
 MAX_CHILDREN = 100
+# Masked messages whose ids the miner remembers. Past this many, new ones are still mined (and
+# their ids stable through Drain's tree), but not remembered: a format whose masking leaves
+# variables in its messages would otherwise grow the state without bound.
+MAX_KNOWN = 200_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +87,7 @@ class TemplateMiner:
         self._ids: dict[tuple[str, int], int] = {}  # (source, Drain's cluster id) -> template id
         self._clusters: dict[int, tuple[str, int]] = {}
         self._seen: dict[int, list[int]] = {}  # template id -> [first_seen, last_seen, count]
+        self._known: dict[tuple[str, str], int] = {}  # (source, masked message) -> template id
 
     def __len__(self) -> int:
         return len(self._ids)
@@ -93,8 +105,21 @@ class TemplateMiner:
             self._record(template_id, occurrences)
         return ids
 
+    def known(self) -> Mapping[tuple[str, str], int]:
+        """The id of each (source, masked message) mined so far (up to ``MAX_KNOWN``): what
+        ``mine`` gives them in any later batch."""
+        return self._known
+
     def assign(self, source: str, masked: str) -> int:
         """The template id of one masked message of ``source`` (learning it if it is new)."""
+        template_id = self._known.get((source, masked))
+        if template_id is None:
+            template_id = self._drain_id(source, masked)
+            if len(self._known) < MAX_KNOWN:
+                self._known[(source, masked)] = template_id
+        return template_id
+
+    def _drain_id(self, source: str, masked: str) -> int:
         drain = self._drain(source)
         cluster = drain.match(masked)
         if cluster is None:
@@ -122,13 +147,12 @@ class TemplateMiner:
     def to_bytes(self) -> bytes:
         document = {
             "version": STATE_VERSION,
-            "drains": {
-                source: jsonpickle.dumps(drain, keys=True) for source, drain in self._drains.items()
-            },
-            "ids": [[source, cluster, tid] for (source, cluster), tid in self._ids.items()],
-            "seen": [[tid, *seen] for tid, seen in self._seen.items()],
+            "drains": self._drains,
+            "ids": self._ids,
+            "seen": self._seen,
+            "known": self._known,
         }
-        return zlib.compress(json.dumps(document).encode())
+        return zlib.compress(pickle.dumps(document, protocol=pickle.HIGHEST_PROTOCOL), 1)
 
     @classmethod
     def from_bytes(
@@ -136,8 +160,26 @@ class TemplateMiner:
     ) -> TemplateMiner:
         """The miner ``to_bytes`` saved. Each format's Drain keeps the settings it was created
         with; ``settings`` apply to formats the saved miner had not seen."""
-        document = json.loads(zlib.decompress(state))
+        raw = zlib.decompress(state)
+        if raw.startswith(_JSON_STATE):
+            return cls._from_json(json.loads(raw), settings)
+        document = pickle.loads(raw)
         if document.get("version") != STATE_VERSION:
+            raise ValueError(f"unknown template miner state version {document.get('version')!r}")
+        miner = cls(settings)
+        miner._drains = document["drains"]
+        miner._ids = document["ids"]
+        miner._clusters = {tid: key for key, tid in miner._ids.items()}
+        miner._seen = document["seen"]
+        miner._known = document["known"]
+        return miner
+
+    @classmethod
+    def _from_json(
+        cls, document: dict[str, Any], settings: Mapping[str, Mining] | None
+    ) -> TemplateMiner:
+        """A miner saved by the first version of ``to_bytes``."""
+        if document.get("version") != 1:
             raise ValueError(f"unknown template miner state version {document.get('version')!r}")
         miner = cls(settings)
         for source, encoded in document["drains"].items():
@@ -146,6 +188,8 @@ class TemplateMiner:
             miner._ids[(source, cluster)] = tid
             miner._clusters[tid] = (source, cluster)
         miner._seen = {tid: [first, last, count] for tid, first, last, count in document["seen"]}
+        # A state saved before the miner remembered messages has none: they are learnt again.
+        miner._known = {(source, masked): tid for source, masked, tid in document.get("known", [])}
         return miner
 
     def _drain(self, source: str) -> Drain:

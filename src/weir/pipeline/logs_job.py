@@ -8,21 +8,24 @@ dropped. A line whose timestamp has no year takes the year of the record's times
 
 The job is one Structured Streaming query over ``readStream.format("weir-log-files")``
 (``weir.pipeline.log_files``), from the earliest offsets, handled batch by batch with
-``foreachBatch``. Each micro-batch is one Spark job whose tasks read their offset ranges, parse
-the records over Arrow batches and write the quarantine files themselves
-(``weir.pipeline.task_files``) into the warehouse's spool, their parsed rows as Arrow files
-beside them, returning only the files, line counts and distinct masked messages. The driver
-mines those messages into template ids (``weir.logformats.mining``; one Drain tree per format),
-then a second Spark job, one task per parsed-rows file, stamps each row with its template id
-and writes the ``logs`` files (``weir.pipeline.logs_writer``). The driver writes the batch's
-metrics from the counts and the ``templates`` table (id, source, template, first_seen,
-last_seen, count: every template so far, one file replaced by each batch; ``read_templates``)
-from the miner, and commits the reported files into the tables together with the miner's
-state. Mining on the driver sees each distinct masked message of a batch once, however many
-lines repeat it, and in one order, so template ids do not depend on how the batch was split
-into tasks. Spark records each micro-batch's offsets in the checkpoint before it runs and
-replays an unfinished batch after a restart; ``weir.pipeline.warehouse.BatchCommits`` makes the
-replay replace, never duplicate, what the batch wrote, and the replay mines from the miner state
+``foreachBatch``. Before each micro-batch's Spark job runs, the driver writes the template ids
+its miner knows (``weir.logformats.mining``: every masked message mined so far keeps its id)
+into the warehouse's spool. The job's tasks read their offset ranges, parse the records over
+Arrow batches and write the quarantine files themselves (``weir.pipeline.task_files``); they
+stamp the parsed rows whose masked message is known with its id and write them as ``logs``
+files, and leave the rest in the spool as Arrow files, returning only the files, line counts
+and distinct masked messages. The driver mines those messages into template ids (one Drain
+tree per format); if rows were left (messages new in the batch), it stamps them and writes
+their ``logs`` files itself, a thread per left file (``weir.pipeline.logs_writer``). The
+driver writes the batch's metrics from the counts and the
+``templates`` table (id, source, template, first_seen, last_seen, count: every template so
+far, one file replaced by each batch; ``read_templates``) from the miner, and commits the
+reported files into the tables together with the miner's state. Mining on the driver sees
+each distinct masked message of a batch once, however many lines repeat it, and in one order,
+so template ids do not depend on how the batch was split into tasks. Spark records each
+micro-batch's offsets in the checkpoint before it runs and replays an unfinished batch after a
+restart; ``weir.pipeline.warehouse.BatchCommits`` makes the replay replace, never duplicate,
+what the batch wrote, and the replay mines from (and its tasks stamp with) the miner state
 committed with the batch before it. So each input line lands in the warehouse exactly once,
 with the template id it would have had without the restart, even across a kill -9 of the
 driver. Each batch's per-minute metrics also go, as JSON, to a metrics topic; there a
@@ -49,7 +52,14 @@ from weir.logformats.mining import Occurrences, TemplateMiner
 from weir.pipeline.kafka_io import MessagePublisher, ensure_topic
 from weir.pipeline.log_files import FORMAT as LOG_FILES_FORMAT
 from weir.pipeline.log_files import FORMATS_OPTION, SPOOL_OPTION, LogFilesDataSource
-from weir.pipeline.logs_writer import PARSED_SUFFIX, write_logs_task, write_template_ids
+from weir.pipeline.logs_writer import (
+    KNOWN_IDS_FILE,
+    PARSED_SUFFIX,
+    TemplateIds,
+    template_ids_table,
+    write_left_rows,
+    write_template_ids,
+)
 from weir.pipeline.manifest import FILE, PARSED, TEMPLATE
 from weir.pipeline.metrics import (
     QUARANTINE_SCHEMA,
@@ -62,7 +72,6 @@ from weir.pipeline.warehouse import DATA_SUFFIX, STAGING_DIR, BatchCommits
 METRICS_FILE = "part-00000-metrics.snappy.parquet"
 EMPTY_FILE = "part-00000-empty.snappy.parquet"
 TEMPLATES_FILE = "part-00000-templates.snappy.parquet"
-TEMPLATE_IDS_FILE = "template-ids.arrow"
 TABLES = ("logs", "quarantine", "metrics_minute", "templates")
 TEMPLATES_SCHEMA = pa.schema(
     [("id", pa.int64()), ("source", pa.string()), ("template", pa.string()),
@@ -238,6 +247,7 @@ class BatchWriter:
         try:
             staging = commits.stage(batch_id)
             spool = spool_of(self.job.warehouse)
+            write_template_ids(spool / KNOWN_IDS_FILE, miner.known())  # before the tasks run
             counts, files, spooled = write_tables(manifests, spool, staging, batch_id, miner)
             if self._metrics is None:
                 self._metrics = MessagePublisher(self.job.client(), self.job.metrics_topic_name)
@@ -313,23 +323,23 @@ def write_tables(
     ``staging`` and the tasks' files, each by its path in the tables, with where it is in
     ``spool``.
 
-    Two Spark jobs: in the first, each task parses its records and writes its quarantine file
-    and its parsed rows into ``spool``, reporting them, its line counts and its distinct masked
-    messages; in the second, after the driver mined those, each task writes the logs files of
-    one parsed-rows file. Files in the spool that no successful task reported (left by a failed
-    attempt) are deleted, and the parsed-rows files once written out. The metrics, computed
-    from the counts, an empty quarantine file when nothing was quarantined, and the templates
-    table are written here.
+    One Spark job, in which each task parses its records and writes its quarantine file, the
+    logs files of the rows whose template id the miner knew and the other parsed rows into
+    ``spool``, reporting them, its line counts and its distinct masked messages; then, the
+    messages mined, the logs files of the parsed rows left, written here. Files in the spool
+    that no successful task reported (left by a failed attempt) are deleted, and the
+    parsed-rows files once written out. The metrics, computed from the counts, an empty
+    quarantine file when nothing was quarantined, and the templates table are written here.
     """
     manifest = manifests.toArrow().to_pylist()
     reported = {row["path"]: spool / row["path"] for row in manifest if row["kind"] == FILE}
     parsed = [row["path"] for row in manifest if row["kind"] == PARSED]
     delete_unreported(spool, {*reported.values(), *(spool / path for path in parsed)})
     ids = miner.mine(occurrences_of(manifest))
-    reported.update(
-        write_logs(manifests.sparkSession, spool, staging / TEMPLATE_IDS_FILE, parsed, ids)
-    )
-    delete_unreported(spool, set(reported.values()))
+    if parsed:
+        written = write_left_rows(spool, parsed, TemplateIds(template_ids_table(ids)))
+        reported.update({path: spool / path for path in written})
+        delete_unreported(spool, set(reported.values()))
     counts = BatchCounts.of(batch_id, line_counts(manifest))
     files = []
     if not counts.quarantined:
@@ -364,23 +374,6 @@ def occurrences_of(manifest: list[dict[str, Any]]) -> list[Occurrences]:
         for row in manifest
         if row["kind"] == TEMPLATE
     ]
-
-
-def write_logs(
-    spark: SparkSession,
-    spool: Path,
-    ids_file: Path,
-    parsed: list[str],
-    ids: dict[tuple[str, str], int],
-) -> dict[str, Path]:
-    """The logs files of the parsed-rows files ``parsed``, written by one task each, stamped
-    with ``ids``: each file's path in the tables, with where it is in ``spool``."""
-    if not parsed:
-        return {}
-    write_template_ids(ids_file, ids)
-    tasks = spark.sparkContext.parallelize(sorted(parsed), len(parsed))
-    written = tasks.mapPartitions(write_logs_task(str(spool), str(ids_file))).collect()
-    return {path: spool / path for paths in written for path in paths}
 
 
 def templates_table(miner: TemplateMiner) -> pa.Table:

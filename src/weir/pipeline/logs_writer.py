@@ -1,21 +1,27 @@
-"""The second step of a log ETL micro-batch: parsed rows stamped with their template ids and
-written as the ``logs`` table's Parquet files.
+"""Parsed rows stamped with their template ids and written as the ``logs`` table's Parquet
+files.
 
-The first step's tasks (``weir.pipeline.task_files``) leave their parsed rows in the spool as
-Arrow IPC files (``PARSED_LOGS``), and report the distinct masked messages they saw; the driver
-mines those into template ids (``weir.logformats.mining``) and writes the ids as a small Arrow
-file (``write_template_ids``). Then one task per parsed file (``write_logs_task``) reads it,
-adds each row's ``template_id`` and writes the rows in the warehouse's layout,
-``logs/source=S/date=YYYY-MM-DD/hour=H/`` (columns ``LOGS_COLUMNS``; source, date and hour live
-in the path), reporting the files it wrote. Files are named after the task's partition and
+Before a micro-batch runs, the driver writes the ids of every masked message its miner already
+knows (``weir.logformats.mining``) into the spool (``KNOWN_IDS_FILE``, by
+``write_template_ids``). The batch's tasks (``weir.pipeline.task_files``) stamp the rows whose
+masked message is known (``TemplateIds``, ``known_ids``) and write them at once (``LogsFiles``);
+they leave the other rows in the spool as Arrow IPC files (``PARSED_LOGS``), and report the
+distinct masked messages they saw. The driver mines those into template ids; then, if any rows
+were left, it reads each left file, adds each row's ``template_id`` and writes the rows
+(``write_left_rows``, one thread per file: pyarrow's compute functions and Parquet writer run
+outside Python's global lock).
+Logs files are laid out as ``logs/source=S/date=YYYY-MM-DD/hour=H/`` (columns ``LOGS_COLUMNS``;
+source, date and hour live in the path). Files are named after the task's partition and
 attempt, so a failed attempt's files never collide with the retry's.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from datetime import date, timedelta
 from pathlib import Path
 
@@ -30,6 +36,8 @@ LOGS_COLUMNS = ("timestamp", "level", "component", "pid", "message", "template",
                 "topic", "partition", "offset", "raw_level", "host", "thread",
                 "fields", "template_id")  # fmt: skip
 PARSED_SUFFIX = ".arrow"
+# In the spool, beside the tasks' files; its own suffix keeps it from being taken for one.
+KNOWN_IDS_FILE = "known-template-ids.ipc"
 TEMPLATE_IDS = pa.schema(
     [("source", pa.string()), ("template", pa.string()), ("template_id", pa.int64())]
 )
@@ -172,31 +180,58 @@ class LogsFiles:
             self.files.close()
 
 
-def write_template_ids(path: Path, ids: Mapping[tuple[str, str], int]) -> None:
-    """The template id of each (source, masked message), as ``TEMPLATE_IDS`` in Arrow IPC."""
+def template_ids_table(ids: Mapping[tuple[str, str], int]) -> pa.Table:
+    """The template id of each (source, masked message), as a ``TEMPLATE_IDS`` table."""
     sources, templates, numbers = [], [], []
     for (source, template), template_id in ids.items():
         sources.append(source)
         templates.append(template)
         numbers.append(template_id)
-    table = pa.table([sources, templates, numbers], schema=TEMPLATE_IDS)
+    return pa.table([sources, templates, numbers], schema=TEMPLATE_IDS)
+
+
+def write_template_ids(path: Path, ids: Mapping[tuple[str, str], int]) -> None:
+    """``template_ids_table(ids)`` in Arrow IPC, replacing ``path`` whole (a reader sees the
+    old file or the new one)."""
+    table = template_ids_table(ids)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, TEMPLATE_IDS) as writer:
+    temporary = path.with_name(f".{path.name}.tmp")
+    with pa.OSFile(str(temporary), "wb") as sink, pa.ipc.new_file(sink, TEMPLATE_IDS) as writer:
         writer.write_table(table)
+    os.replace(temporary, path)
+
+
+_known: dict[Path, tuple[tuple[int, int, int], TemplateIds]] = {}
+
+
+def known_ids(spool: Path) -> TemplateIds | None:
+    """The ids the driver knew before the running batch (``KNOWN_IDS_FILE`` in ``spool``), or
+    None if it wrote none. A worker keeps the file's lookup until the driver replaces it."""
+    path = spool / KNOWN_IDS_FILE
+    try:
+        status = path.stat()
+    except FileNotFoundError:
+        return None
+    version = (status.st_ino, status.st_mtime_ns, status.st_size)
+    cached = _known.get(path)
+    if cached is None or cached[0] != version:
+        with pa.memory_map(str(path)) as source:
+            cached = _known[path] = (version, TemplateIds(pa.ipc.open_file(source).read_all()))
+    return cached[1]
 
 
 class TemplateIds:
     """Looks up the template ids of parsed rows by (source, template)."""
 
-    def __init__(self, path: Path) -> None:
-        with pa.memory_map(str(path)) as source:
-            table = pa.ipc.open_file(source).read_all()
+    def __init__(self, table: pa.Table) -> None:
+        """``table``: ``TEMPLATE_IDS``."""
         self.ids = table.column("template_id").combine_chunks()
         keys = _keys(table.column("source"), table.column("template"))
         self._options = pc.SetLookupOptions(value_set=keys)
 
     def stamp(self, parsed: pa.Table) -> pa.Table:
-        """``parsed`` with its ``template_id`` column (null where none is known)."""
+        """``parsed`` (``PARSED_LOGS``) with its ``template_id`` column (null where none is
+        known)."""
         keys = _keys(parsed.column("source"), parsed.column("template"))
         positions = pc.index_in(keys, options=self._options)
         return parsed.append_column("template_id", pc.take(self.ids, positions))
@@ -215,26 +250,29 @@ def read_parsed(path: Path) -> Iterator[pa.Table]:
             yield pa.Table.from_batches([batch])
 
 
-def write_logs_task(spool: str, ids_file: str) -> Callable[[Iterable[str]], Iterator[list[str]]]:
-    """The function of a task writing the parsed files it is given (paths relative to
-    ``spool``) as logs files under ``spool``: yields the list of the files it wrote."""
+def write_left_rows(spool: Path, left: list[str], ids: TemplateIds) -> list[str]:
+    """Writes the parsed-rows files ``left`` (paths relative to ``spool``), stamped with
+    ``ids``, as logs files under ``spool``, one thread per file; returns the files written."""
+    if not left:
+        return []
+    with ThreadPoolExecutor(min(len(left), os.cpu_count() or 1)) as pool:
+        written = pool.map(lambda relative: write_parsed(spool, relative, ids), left)
+        return [path for paths in written for path in paths]
 
-    def run(parsed_files: Iterable[str]) -> Iterator[list[str]]:
-        ids = TemplateIds(Path(ids_file))
-        files = DirectoryFiles(Path(spool), task_name())
-        logs = LogsFiles(files)
-        try:
-            for relative in parsed_files:
-                for table in read_parsed(Path(spool) / relative):
-                    logs.add(ids.stamp(table))
-            logs.flush()
-            files.close()
-        except BaseException:
-            files.abandon()
-            raise
-        yield files.written
 
-    return run
+def write_parsed(spool: Path, relative: str, ids: TemplateIds) -> list[str]:
+    """The logs files of one parsed-rows file, stamped with ``ids``: the files written."""
+    files = DirectoryFiles(spool, task_name())
+    logs = LogsFiles(files)
+    try:
+        for table in read_parsed(spool / relative):
+            logs.add(ids.stamp(table))
+        logs.flush()
+        files.close()
+    except BaseException:
+        files.abandon()
+        raise
+    return files.written
 
 
 def output_file(path: Path) -> pa.NativeFile:

@@ -1,17 +1,19 @@
-"""One Spark task's share of a micro-batch: raw records parsed, quarantine written, parsed rows
-spooled for the second step.
+"""One Spark task's share of a micro-batch: raw records parsed, quarantine and logs written,
+the parsed rows of new messages spooled for the driver.
 
 The log ETL job's tasks (see ``weir.pipeline.log_files``) run ``write_task(spool)`` over the raw
 records of their offset range (Arrow batches of key, value, topic, partition, offset). Each
 parses its records (see ``weir.logformats.batch``; the records' own timestamps give yearless
-lines their year), writes the quarantined ones with pyarrow as ``quarantine/`` Parquet files
-(columns ``QUARANTINE_COLUMNS``) and the parsed ones, unsplit, as one Arrow IPC file under
-``parsed/`` (``PARSED_LOGS``), which the second step stamps with template ids and writes as the
-``logs`` table (``weir.pipeline.logs_writer``). Its output is small: one ``file`` row per
-Parquet file, one ``parsed`` row for its parsed-rows file, one ``count`` row per (parsed,
-source, minute, level) with its number of lines, and one ``template`` row per distinct (source,
-masked message) with its lines, first and last timestamps and first offset, which the driver
-mines.
+lines their year) and writes the quarantined ones with pyarrow as ``quarantine/`` Parquet files
+(columns ``QUARANTINE_COLUMNS``). Parsed rows whose masked message the driver's template miner
+knew before the batch (``weir.pipeline.logs_writer.known_ids``) are stamped with their template
+id and written as ``logs`` files at once; the others, unsplit, go to one Arrow IPC file under
+``parsed/`` (``PARSED_LOGS``), which the driver stamps and writes once it has mined
+the batch (``weir.pipeline.logs_writer``). Its output is small: one ``file`` row per Parquet
+file, one ``parsed`` row for its parsed-rows file if it left rows, one ``count`` row per
+(parsed, source, minute, level) with its number of lines, and one ``template`` row per distinct
+(source, masked message) with its lines, first and last timestamps and first offset, which the
+driver mines.
 
 Files are named after the task's partition and attempt, so a failed attempt's files never
 collide with the retry's; the driver keeps only the files that the job's successful tasks
@@ -35,7 +37,15 @@ from weir.logformats import FormatRegistry
 from weir.logformats.batch import PARSED_SCHEMA, BatchParser
 from weir.logformats.mining import Occurrences
 from weir.pipeline import logs_writer
-from weir.pipeline.logs_writer import LOGS_COLUMNS, PARSED_SUFFIX, DirectoryFiles, task_name
+from weir.pipeline.logs_writer import (
+    LOGS_COLUMNS,
+    PARSED_SUFFIX,
+    DirectoryFiles,
+    LogsFiles,
+    TemplateIds,
+    known_ids,
+    task_name,
+)
 from weir.pipeline.manifest import COUNT, FILE, MANIFEST, PARSED, TEMPLATE
 from weir.pipeline.metrics import LineCount
 
@@ -46,7 +56,7 @@ TIMESTAMP_COLUMN = "timestamp"  # the records' timestamps, when the batches carr
 PARSED_ARROW = pa.schema(
     [*PARSED_SCHEMA, ("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64())]
 )
-# The rows a task leaves for the second step: the logs columns but the template id, and source.
+# The rows a task leaves for the driver: the logs columns but the template id, and source.
 PARSED_LOGS = pa.schema([PARSED_ARROW.field(name) for name in (*LOGS_COLUMNS[:-1], "source")])
 # ``MANIFEST`` in Arrow: the batch in which a task returns its manifest.
 MANIFEST_ARROW = to_arrow_schema(MANIFEST)
@@ -84,7 +94,7 @@ def write_task(
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         parser = worker_parser(date.today().year, formats)
-        files = TaskFiles(Path(staging), task_name(), parser)
+        files = TaskFiles(Path(staging), task_name(), parser, known_ids(Path(staging)))
         try:
             for batch in batches:
                 files.add(batch)
@@ -98,21 +108,26 @@ def write_task(
 
 class TaskFiles:
     """Buffers a task's raw records and parses them whenever ``PARSE_ROWS`` are buffered: counts
-    their lines, appends the parsed rows to the task's parsed-rows file and its distinct masked
-    messages to its occurrences, and buffers the quarantined rows, which it writes whenever
+    their lines, notes their distinct masked messages in its occurrences, hands the parsed rows
+    whose template id ``known`` gives to its logs files (``LogsFiles``) and appends the others
+    to the task's parsed-rows file, and buffers the quarantined rows, which it writes whenever
     ``logs_writer.ROWS_PER_FLUSH`` are buffered and at the end; reports what it wrote and
     counted.
 
     Parsing many records at once spreads the parser's per-call costs and masks each distinct
     message once per call. A task holds at most about ``PARSE_ROWS`` raw records and their
-    parsed rows, and ``ROWS_PER_FLUSH`` quarantined rows, in memory.
+    parsed rows, and ``ROWS_PER_FLUSH`` quarantined and as many stamped rows, in memory.
     """
 
-    def __init__(self, staging: Path, name: str, parser: BatchParser) -> None:
+    def __init__(
+        self, staging: Path, name: str, parser: BatchParser, known: TemplateIds | None = None
+    ) -> None:
         self.staging = staging
         self.name = name
         self.parser = parser
+        self.known = known
         self.files = DirectoryFiles(staging, name)
+        self._logs = LogsFiles(self.files)
         self._raw: list[pa.RecordBatch] = []
         self._raw_rows = 0
         self._quarantine: list[pa.Table] = []
@@ -141,6 +156,7 @@ class TaskFiles:
         if self._raw:
             self._parse()
         self._flush()
+        self._logs.flush()
         self.files.close()
         if self._parsed is not None:
             writer, sink = self._parsed
@@ -220,18 +236,33 @@ class TaskFiles:
             self._counts[counted] = self._counts.get(counted, 0) + count
 
     def _add_parsed(self, parsed: pa.Table) -> None:
-        """Appends parsed rows to the task's parsed-rows file and their masked messages to its
-        occurrences."""
+        """Notes the masked messages of parsed rows in its occurrences, and hands the rows to
+        the logs files, stamped, or to the parsed-rows file."""
         if parsed.num_rows == 0:
             return
         rows = parsed.select(PARSED_LOGS.names)
+        self._note_occurrences(rows)
+        if self.known is None:
+            self._spool(rows)
+            return
+        stamped = self.known.stamp(rows)
+        known = stamped.column("template_id").is_valid()
+        if pc.all(known).as_py():
+            self._logs.add(stamped)
+            return
+        self._logs.add(stamped.filter(known))
+        self._spool(rows.filter(pc.invert(known)))
+
+    def _spool(self, rows: pa.Table) -> None:
+        """Appends parsed rows (``PARSED_LOGS``) to the task's parsed-rows file."""
+        if rows.num_rows == 0:
+            return
         if self._parsed is None:
             self._parsed_file = f"parsed/{self.name}{PARSED_SUFFIX}"
             sink = logs_writer.output_file(self.staging / self._parsed_file)
             self._parsed = (pa.ipc.new_stream(sink, PARSED_LOGS), sink)
         for batch in rows.to_batches():
             self._parsed[0].write_batch(batch)
-        self._note_occurrences(rows)
 
     def _note_occurrences(self, rows: pa.Table) -> None:
         grouped = rows.group_by(["source", "template"]).aggregate(_OCCURRENCES)

@@ -4,9 +4,12 @@ and restore of the miner, and Loghub's grouping accuracy on a real sample."""
 from __future__ import annotations
 
 import csv
+import json
 import os
+import zlib
 from pathlib import Path
 
+import jsonpickle  # type: ignore[import-untyped]
 import pyarrow as pa  # type: ignore[import-untyped]
 import pytest
 
@@ -107,6 +110,35 @@ def test_template_ids_survive_a_save_and_restore_of_the_miner() -> None:
     ids = mine_lines(restored, "app", later)
     assert ids[0] == mine_lines(restored, "app", ["user dave logged in"])[0] == 2
     assert len(set(ids)) == 4
+
+
+def test_a_message_mined_before_keeps_its_id_and_is_known_after_a_restore() -> None:
+    miner = TemplateMiner()
+    first = mine_lines(miner, "app", ["user alice logged in", "cache cleared"])
+    assert dict(miner.known()) == {("app", "user alice logged in"): first[0],
+                                   ("app", "cache cleared"): first[1]}  # fmt: skip
+    # Bob widens alice's template; alice's own message still has the id it had.
+    mine_lines(miner, "app", ["user bob logged in"])
+    restored = TemplateMiner.from_bytes(miner.to_bytes())
+    assert restored.known() == miner.known()
+    assert mine_lines(restored, "app", ["user alice logged in"]) == [first[0]]
+
+
+def test_a_state_of_the_first_version_still_loads() -> None:
+    """The first version saved the Drain trees as drain3's jsonpickle documents, in JSON."""
+    miner = TemplateMiner()
+    ids = mine_lines(miner, "app", ["user alice logged in", "cache cleared", "user bob logged in"])
+    document = {
+        "version": 1,
+        "drains": {s: jsonpickle.dumps(d, keys=True) for s, d in miner._drains.items()},
+        "ids": [[source, cluster, tid] for (source, cluster), tid in miner._ids.items()],
+        "seen": [[tid, *seen] for tid, seen in miner._seen.items()],
+    }
+    restored = TemplateMiner.from_bytes(zlib.compress(json.dumps(document).encode()))
+    assert restored.templates() == miner.templates()
+    assert mine_lines(restored, "app", ["user carol logged in", "disk full"])[0] == ids[0]
+    with pytest.raises(ValueError, match="version 7"):
+        TemplateMiner.from_bytes(zlib.compress(json.dumps({"version": 7}).encode()))
 
 
 def test_ids_are_unique_across_formats_and_counts_and_times_add_up() -> None:

@@ -18,7 +18,13 @@ from weir.logformats.batch import BatchParser
 from weir.logformats.mining import TemplateMiner
 from weir.pipeline import logs_writer, task_files
 from weir.pipeline.logs_job import occurrences_of
-from weir.pipeline.logs_writer import LOGS_COLUMNS, write_logs_task, write_template_ids
+from weir.pipeline.logs_writer import (
+    LOGS_COLUMNS,
+    TemplateIds,
+    template_ids_table,
+    write_left_rows,
+    write_template_ids,
+)
 from weir.pipeline.task_files import QUARANTINE_COLUMNS, line_counts
 
 
@@ -30,15 +36,14 @@ def write_task(staging: str) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         (manifest,) = list(task_files.write_task(staging)(batches))
         rows = manifest.to_pylist()
-        ids = TemplateMiner().mine(occurrences_of(rows))
-        write_template_ids(Path(staging) / "ids.arrow", ids)
+        ids = TemplateIds(template_ids_table(TemplateMiner().mine(occurrences_of(rows))))
         parsed = [row["path"] for row in rows if row["kind"] == "parsed"]
-        if parsed:
-            (written,) = list(write_logs_task(staging, f"{staging}/ids.arrow")(parsed))
-            rows += [{"kind": "file", "path": path} for path in written]
+        written = write_left_rows(Path(staging), parsed, ids)
+        rows += [{"kind": "file", "path": path} for path in written]
         yield pa.RecordBatch.from_pylist(rows, schema=task_files.MANIFEST_ARROW)
 
     return run
+
 
 DEMO_DATA = Path(weir.__file__).parent / "cli" / "demo_data"
 LINES = [
@@ -91,6 +96,43 @@ def test_a_task_writes_logs_by_directory_and_quarantine(tmp_path: Path) -> None:
     assert sum(c.lines for c in counts if not c.parsed) == 2
     minutes = {c.minute for c in counts if c.parsed and c.source == "hdfs"}
     assert len(minutes) == 3
+
+
+def test_rows_of_known_messages_are_stamped_and_written_by_the_task_itself(
+    tmp_path: Path,
+) -> None:
+    """With the ids its miner knew before the batch in the spool, a task writes the logs files
+    of rows with known messages at once, with the ids the driver's mining gives them, and
+    leaves only the others for the second step."""
+    (earlier,) = list(write_task(str(tmp_path / "first"))(iter([_batch(LINES[:2], 0)])))
+    miner = TemplateMiner()
+    miner.mine(occurrences_of(earlier.to_pylist()))
+    spool = tmp_path / "spool"
+    write_template_ids(spool / logs_writer.KNOWN_IDS_FILE, miner.known())
+    known_before = dict(miner.known())
+    (manifest,) = list(task_files.write_task(str(spool))(iter([_batch(LINES[:4], 10)])))
+    rows = manifest.to_pylist()
+    (parsed,) = [row["path"] for row in rows if row["kind"] == "parsed"]
+    left = pa.ipc.open_stream(pa.memory_map(str(spool / parsed))).read_all()
+    assert left.column("message").to_pylist() == ["next hour", "three"]
+    logs = [row["path"] for row in rows if row["kind"] == "file"]
+    assert [path.rsplit("/", 1)[0] for path in logs] == ["logs/source=hdfs/date=2008-11-09/hour=20"]
+    written = pq.read_table(spool / logs[0])
+    assert written.column("offset").to_pylist() == [10, 11]
+    ids = miner.mine(occurrences_of(rows))
+    stamped = written.column("template_id").to_pylist()
+    assert stamped == [known_before[("hdfs", "one")], known_before[("hdfs", "two")]]
+    assert stamped == [ids[("hdfs", "one")], ids[("hdfs", "two")]]
+
+
+def test_a_replaced_known_ids_file_is_read_again(tmp_path: Path) -> None:
+    assert logs_writer.known_ids(tmp_path) is None
+    write_template_ids(tmp_path / logs_writer.KNOWN_IDS_FILE, {("hdfs", "one"): 1})
+    first = logs_writer.known_ids(tmp_path)
+    assert first is not None and logs_writer.known_ids(tmp_path) is first
+    write_template_ids(tmp_path / logs_writer.KNOWN_IDS_FILE, {("hdfs", "one"): 1, ("a", "b"): 2})
+    second = logs_writer.known_ids(tmp_path)
+    assert second is not first and second is not None and len(second.ids) == 2
 
 
 def test_line_counts_sum_over_tasks() -> None:

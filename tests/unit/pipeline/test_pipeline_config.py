@@ -1,0 +1,77 @@
+"""`weir pipeline logs --config FILE`: settings by Kafka's and Spark's names, paths read from the
+file's directory, flags overriding the file, and the errors of a bad file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from weir.cli.main import build_parser, main
+from weir.cli.pipeline_config import PipelineConfigError, merged
+
+CONFIG = """\
+"bootstrap.servers" = "broker-1:9092"
+subscribe = "raw-logs"
+warehouse = "data/warehouse"
+checkpointLocation = "/var/lib/weir/checkpoint"
+maxRecordsPerTrigger = 500000
+"spark.master" = "local[2]"
+formats = ["formats", "/etc/weir/orders.toml"]
+"""
+
+
+def settings(*argv: str):  # type: ignore[no-untyped-def]
+    return merged(build_parser().parse_args(["pipeline", "logs", *argv]))
+
+
+def test_the_file_gives_every_setting_relative_paths_from_its_directory(tmp_path: Path) -> None:
+    config = tmp_path / "etc" / "logs.toml"
+    config.parent.mkdir()
+    config.write_text(CONFIG)
+    args = settings("--config", str(config))
+    assert args.bootstrap_server == "broker-1:9092" and args.topic == "raw-logs"
+    assert args.warehouse == tmp_path / "etc" / "data" / "warehouse"
+    assert args.checkpoint == Path("/var/lib/weir/checkpoint")
+    assert args.max_records_per_trigger == 500_000 and args.master == "local[2]"
+    assert args.formats == [tmp_path / "etc" / "formats", Path("/etc/weir/orders.toml")]
+    assert (args.once, args.driver_memory, args.metrics_topic) == (False, "1g", None)
+
+
+def test_flags_override_the_file_and_a_list_flag_replaces_its_list(tmp_path: Path) -> None:
+    config = tmp_path / "logs.toml"
+    config.write_text(CONFIG)
+    args = settings(
+        "--config", str(config), "--topic", "other", "--bootstrap-server", "localhost:9092",
+        "--formats", "mine.toml", "--once", "--max-records-per-trigger", "7",
+    )  # fmt: skip
+    assert (args.topic, args.bootstrap_server, args.once) == ("other", "localhost:9092", True)
+    assert args.formats == [Path("mine.toml")] and args.max_records_per_trigger == 7
+    assert args.warehouse == tmp_path / "data" / "warehouse"  # from the file
+
+
+def test_without_a_file_the_flags_and_defaults_apply(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WEIR_BOOTSTRAP", "env-broker:9092")
+    args = settings("--topic", "t", "--warehouse", "w", "--checkpoint", "c")
+    assert (args.bootstrap_server, args.master, args.formats) == ("env-broker:9092", "local[*]", [])
+    with pytest.raises(PipelineConfigError, match=r"--topic \(or subscribe in --config\)"):
+        settings("--warehouse", "w", "--checkpoint", "c")
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        ('subscribe = "t"\nmaxOffsetsPerTrigger = 5\n', "unknown settings maxOffsetsPerTrigger"),
+        ("maxRecordsPerTrigger = -1\n", "maxRecordsPerTrigger must be a positive number"),
+        ('once = "yes"\n', "once must be true or false"),
+        ('formats = "formats"\n', "formats must be a list of paths"),
+        ("subscribe = \n", "logs.toml: "),
+    ],
+)
+def test_a_bad_file_is_refused_naming_it_and_the_setting(
+    tmp_path: Path, text: str, error: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "logs.toml"
+    config.write_text(text)
+    assert main(["pipeline", "logs", "--config", str(config)]) == 2
+    assert error in capsys.readouterr().err
