@@ -1,7 +1,7 @@
 """The log of one partition: segments sorted by base offset, and the offsets that bound them.
 
-On disk, a directory `<topic>-<partition>/` holding segments (see `segment.py`) and the
-`leader-epoch-checkpoint`. In memory:
+On disk, a directory `<topic>-<partition>/` holding segments (see `segment.py`), producer-state
+snapshots (see `producer_snapshot.py`) and the `leader-epoch-checkpoint`. In memory:
 
     log start offset <= high watermark <= log end offset,   recovery point <= log end offset
 
@@ -17,6 +17,11 @@ flush or undo raises LogDirectoryError: the log's state on disk is unknown, and 
 the log directory offline (`take_offline`), after which appends and reads refuse with
 KAFKA_STORAGE_ERROR until a restart recovers the log from disk.
 
+Producer state (kept by the broker, which sets `producer_state_source`) is snapshotted when a
+segment rolls on append and at close; aborted transactions go to the `.txnindex` of the segment
+holding their ABORT marker (`index_aborted_txn`), and read_committed fetches collect them from
+there (`collect_aborted_txns`). See `txn_state.py` for how a load resumes from a snapshot.
+
 Thread-safety: every public method holds the log's lock, so background tasks (retention,
 compaction, flush) may run on a scheduler thread while one owner appends and reads.
 """
@@ -27,7 +32,7 @@ import bisect
 import logging
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -59,15 +64,24 @@ from weir.storage.files import (
     INDEX_SUFFIX,
     LEADER_EPOCH_CHECKPOINT,
     LOG_SUFFIX,
+    PRODUCER_SNAPSHOT_SUFFIX,
     SEGMENT_SUFFIXES,
     SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
     TRANSACTIONS_MARKER,
+    TXN_INDEX_SUFFIX,
     parse_base_offset,
     segment_path,
 )
 from weir.storage.leader_epoch import LeaderEpochCache
+from weir.storage.producer_snapshot import (
+    CorruptSnapshotError,
+    ProducerSnapshot,
+    ProducerSnapshotEntry,
+    ProducerSnapshots,
+)
 from weir.storage.segment import FileSlice, LogSegment
+from weir.storage.txn_index import ENTRY_SIZE, AbortedTxn
 
 log = logging.getLogger(__name__)
 
@@ -91,12 +105,28 @@ class ReadInfo:
     log_end_offset: int
 
 
+#: the producer state as of the log end offset, as snapshot entries (set by the log's owner)
+ProducerStateSource = Callable[[], Sequence[ProducerSnapshotEntry]]
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerStateReplay:
+    """How to rebuild producer state: start from `snapshot` (None: empty) and apply `batches`,
+    those from `start_offset` on, each with its marker's verdict if it is a control batch."""
+
+    snapshot: ProducerSnapshot | None
+    start_offset: int
+    batches: Iterator[tuple[HeaderFields, bool | None]]
+
+
 @dataclass
 class LoadReport:
     """What loading found: the segments it scanned and everything it dropped or rebuilt."""
 
     recovered_segments: int = 0
     truncated_bytes: int = 0
+    #: batches read to rebuild producer state (those after the snapshot it started from)
+    replayed_batches: int = 0
     problems: list[str] = field(default_factory=list)
 
 
@@ -136,9 +166,13 @@ class PartitionLog:
         self.replicated = False
         #: whether transactional batches were ever appended here (a marker file says so)
         self.has_transactions = (directory / TRANSACTIONS_MARKER).exists()
+        self.snapshots = ProducerSnapshots(directory)
+        #: snapshotted when a segment rolls on append and at close; None: no snapshots
+        self.producer_state_source: ProducerStateSource | None = None
         self._load(clean_shutdown)
         self.log_end_offset = self.active_segment.next_offset()
         self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+        self._check_producer_files(clean_shutdown, recovery_point)
         self.recovery_point = self.log_end_offset  # clean, or recovered segments were fsynced
         self.high_watermark = self.log_end_offset
         self._restored_high_watermark = (
@@ -178,7 +212,7 @@ class PartitionLog:
     def _remove_orphan_indexes(self) -> None:
         """Index files whose log is gone (a crash between the renames of one segment's files)."""
         logs = {p.name.split(".", 1)[0] for p in self.directory.glob(f"*{LOG_SUFFIX}")}
-        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
             for path in self.directory.glob(f"*{suffix}"):
                 if path.name.split(".", 1)[0] not in logs:
                     self.load_report.problems.append(f"removed {path.name}: its log is gone")
@@ -208,7 +242,7 @@ class PartitionLog:
     def _unlink_segment_files(self, base_offset: int) -> None:
         name = f"{base_offset:020d}"
         for path in self.directory.glob(f"{name}.*"):
-            if not path.name.endswith(SWAP_SUFFIX):
+            if not path.name.endswith((SWAP_SUFFIX, PRODUCER_SNAPSHOT_SUFFIX)):
                 path.unlink(missing_ok=True)
 
     def _check_segments(self, clean_shutdown: bool) -> None:
@@ -219,6 +253,24 @@ class PartitionLog:
             if needs_recovery and self._recover_segment(segment):
                 self._drop_from(i + 1, f"segments after the damage in {segment.log_path.name}")
                 return
+
+    def _check_producer_files(self, clean_shutdown: bool, recovery_point: int) -> None:
+        """Drop snapshots a load must not trust (past the recovery point after an unclean
+        shutdown, past the log end, before the first segment) and damaged `.txnindex` files;
+        the state they held is rebuilt from the log by replaying from an older snapshot."""
+        limit = self.log_end_offset if clean_shutdown else min(recovery_point, self.log_end_offset)
+        self.snapshots.delete_above(limit)
+        self.snapshots.delete_below(self.segments[0].base_offset)
+        for i, segment in enumerate(self.segments):
+            index = segment.txn_index
+            try:
+                unflushed = not clean_shutdown and self._segment_end(i) > recovery_point
+                if index.size % ENTRY_SIZE or unflushed:
+                    index.validate(self._segment_end(i))
+            except CorruptIndexError as exc:
+                self.load_report.problems.append(f"rebuilding {index.path.name}: {exc}")
+                index.reset()
+                self.snapshots.delete_above(segment.base_offset)
 
     def _segment_end(self, i: int) -> int:
         if i + 1 < len(self.segments):
@@ -351,7 +403,10 @@ class PartitionLog:
     def _maybe_roll(self, size: int, max_timestamp: int, last_offset: int) -> LogSegment:
         active = self.active_segment
         if active.should_roll(size, max_timestamp, last_offset):
-            return self._roll()
+            segment = self._roll()
+            if segment is not active:
+                self._snapshot_at_roll()
+            return segment
         return active
 
     def roll(self) -> LogSegment:
@@ -374,6 +429,31 @@ class PartitionLog:
         self._directory_unsynced = True
         self._scheduler.schedule(f"sync-{self.directory.name}", self.sync_directory, 0)
         return segment
+
+    def _snapshot_at_roll(self) -> None:
+        """Producer state as of the new segment's base offset; fsynced on the scheduler (a
+        crash before then leaves a torn file, which a load detects and skips)."""
+        if self.producer_state_source is None:
+            return
+        offset = self.log_end_offset
+        try:
+            self.snapshots.write(offset, self.producer_state_source(), sync=False)
+        except OSError as exc:
+            log.warning("%s: no producer snapshot at %d: %s", self.directory.name, offset, exc)
+            return
+        self._scheduler.schedule(
+            f"snapshot-{self.directory.name}-{offset}", lambda: self._sync_snapshot(offset), 0
+        )
+
+    def _sync_snapshot(self, offset: int) -> None:
+        with self._lock:
+            if self.closed:
+                return
+            try:
+                self.snapshots.sync_file(offset)
+            except OSError as exc:
+                log.warning("%s: producer snapshot %d not synced: %s", self.directory.name,
+                            offset, exc)  # fmt: skip
 
     def sync_directory(self) -> None:
         """Make new segments' directory entries durable: on the scheduler after a roll (as
@@ -418,6 +498,8 @@ class PartitionLog:
         try:
             for segment in self.segments[start:]:
                 diskio.sync(segment.fd, diskio.SEGMENT, data_only=True)
+            for segment in self.segments:
+                segment.txn_index.flush()
         except OSError as exc:
             raise LogDirectoryError(f"{self.directory.name}: flush failed: {exc}") from exc
         self._sync_directory()
@@ -495,8 +577,9 @@ class PartitionLog:
         ABORT; None for other batches): only control batches are read whole."""
         with self._lock:
             segments = list(self.segments[self._segment_index_for(start_offset) :])
-        for segment in segments:
-            for located in segment.batches():
+        for i, segment in enumerate(segments):
+            position = segment.offset_index.lookup(start_offset)[1] if i == 0 else 0
+            for located in segment.batches(position):
                 if located.last_offset < start_offset:
                     continue
                 fields = BatchHeader(os.pread(segment.fd, HEADER_SIZE, located.position)).fields()
@@ -505,6 +588,84 @@ class PartitionLog:
                     whole = BatchHeader(os.pread(segment.fd, located.size, located.position))
                     commit = marker_commits(whole)
                 yield fields, commit
+
+    # ---- transactions and producer state --------------------------------------------------------
+
+    def index_aborted_txn(self, txn: AbortedTxn) -> None:
+        """Record an aborted transaction in the `.txnindex` of the segment holding its marker
+        (appended already). LogDirectoryError if it cannot be written."""
+        with self._lock:
+            self._check_online()
+            segment = self.segments[self._segment_index_for(txn.last_offset)]
+            try:
+                segment.txn_index.append(txn)
+            except ValueError as exc:  # a replay meeting an entry it already has
+                log.warning("%s: %s", self.directory.name, exc)
+            except OSError as exc:
+                raise LogDirectoryError(
+                    f"{self.directory.name}: aborted transaction not indexed: {exc}"
+                ) from exc
+
+    def collect_aborted_txns(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """The aborted transactions with records in [fetch_offset, upper_bound), from the
+        indexes of the fetch offset's segment on, until one says no later one can add any."""
+        found: list[AbortedTxn] = []
+        with self._lock:
+            for segment in self.segments[self._segment_index_for(fetch_offset) :]:
+                if segment.txn_index.is_empty:
+                    continue
+                entries, complete = segment.txn_index.collect(fetch_offset, upper_bound)
+                found.extend(entries)
+                if complete:
+                    break
+        return found
+
+    def producer_state_replay(self) -> ProducerStateReplay:
+        """Where to rebuild producer state from: the newest sound snapshot, else the whole log
+        if it ever held transactions (a log an older weir wrote, or whose snapshots are gone),
+        else its last two segments (a producer idle for longer is forgotten). Index entries
+        from the start on are dropped: the replay records them again."""
+        with self._lock:
+            snapshot = self._latest_sound_snapshot()
+            if snapshot is not None:
+                start = snapshot.offset
+            elif self.has_transactions:
+                start = self.segments[0].base_offset
+            else:
+                start = self.segments[max(0, len(self.segments) - 2)].base_offset
+            for segment in self.segments[self._segment_index_for(start) :]:
+                segment.txn_index.truncate_to(start)
+            return ProducerStateReplay(
+                snapshot, start, self._counted(self.batch_headers_and_markers(start))
+            )
+
+    def _latest_sound_snapshot(self) -> ProducerSnapshot | None:
+        for offset in reversed(list(self.snapshots.offsets)):
+            if not self.segments[0].base_offset <= offset <= self.log_end_offset:
+                continue
+            try:
+                return self.snapshots.read(offset)
+            except (CorruptSnapshotError, OSError) as exc:
+                self.load_report.problems.append(f"ignoring producer snapshot: {exc}")
+                log.warning("%s: ignoring producer snapshot: %s", self.directory.name, exc)
+                self.snapshots.delete(offset)
+        return None
+
+    def _counted(
+        self, batches: Iterator[tuple[HeaderFields, bool | None]]
+    ) -> Iterator[tuple[HeaderFields, bool | None]]:
+        for batch in batches:
+            self.load_report.replayed_batches += 1
+            yield batch
+
+    def take_producer_snapshot(self) -> None:
+        """Snapshot producer state at the log end offset, durably (after a load that replayed
+        batches, and at close). OSError if it cannot be written."""
+        with self._lock:
+            if self.producer_state_source is None or self.offline_reason is not None:
+                return
+            entries = self.producer_state_source()
+            self.snapshots.write(self.log_end_offset, entries, sync=True)
 
     # ---- offsets by time ----------------------------------------------------------------------
 
@@ -546,6 +707,7 @@ class PartitionLog:
             while self.active_segment.base_offset >= offset:
                 self.segments.pop().delete()
             self.active_segment.truncate_to(offset)
+            self.snapshots.delete_above(offset)
             self.active_segment.make_active()
             self._after_truncation(self.active_segment.next_offset())
 
@@ -556,6 +718,7 @@ class PartitionLog:
     def _truncate_fully(self, offset: int) -> None:
         for segment in self.segments:
             segment.delete()
+        self.snapshots.delete_all()
         self.segments = [self._new_segment(offset)]
         self.log_start_offset = offset
         self.epoch_cache.clear()
@@ -618,6 +781,7 @@ class PartitionLog:
             if doomed:
                 self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
                 self.epoch_cache.truncate_from_start(self.log_start_offset)
+                self.snapshots.delete_below(self.segments[0].base_offset)
             return len(doomed)
 
     def _segments_to_delete(self, retention: bool) -> list[LogSegment]:
@@ -657,6 +821,7 @@ class PartitionLog:
         """Swap compacted output in for `old` (a run of non-active segments), crash-safely:
         `.cleaned` -> `.swap` (commit point), old -> `.deleted`, `.swap` -> live."""
         with self._lock:
+            cleaned.txn_index.replace([t for s in old for t in s.txn_index.entries()])
             cleaned.flush()
             cleaned.change_transit(SWAP_SUFFIX)
             fsync_directory(self.directory)
@@ -680,12 +845,19 @@ class PartitionLog:
             if self.offline_reason is not None:
                 self._close_segments()
                 return
+            self._snapshot_at_close()
             try:
                 self._flush()
                 for segment in self.segments:
                     self._finish_segment(segment)
             finally:
                 self._close_segments()
+
+    def _snapshot_at_close(self) -> None:
+        try:
+            self.take_producer_snapshot()
+        except OSError as exc:  # the next load replays from an older snapshot instead
+            log.warning("%s: no producer snapshot at close: %s", self.directory.name, exc)
 
     def _finish_segment(self, segment: LogSegment) -> None:
         try:
