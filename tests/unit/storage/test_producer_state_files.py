@@ -100,7 +100,9 @@ def test_a_torn_snapshot_is_ignored_and_an_older_one_used(open_log: OpenLog) -> 
     newest.write_bytes(newest.read_bytes()[:-5])
     reopened = open_log(SMALL, recovery_point=end, clean_shutdown=True)
     replay = reopened.producer_state_replay()
-    assert replay.snapshot is not None and replay.snapshot.offset == reopened.segments[-1].base_offset
+    assert (
+        replay.snapshot is not None and replay.snapshot.offset == reopened.segments[-1].base_offset
+    )
     assert [f.base_offset for f, _ in replay.batches] == list(range(replay.start_offset, end))
     assert not newest.exists()
     assert any("ignoring producer snapshot" in p for p in reopened.load_report.problems)

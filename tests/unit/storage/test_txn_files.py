@@ -149,7 +149,9 @@ def test_a_snapshot_is_kafkas_layout() -> None:
 
 @FAST
 @given(st.lists(snapshot_entries, min_size=1, max_size=5), st.data())
-def test_a_damaged_snapshot_is_refused(entries: list[ProducerSnapshotEntry], data: st.DataObject) -> None:
+def test_a_damaged_snapshot_is_refused(
+    entries: list[ProducerSnapshotEntry], data: st.DataObject
+) -> None:
     good = encode_snapshot(entries)
     position = data.draw(st.integers(0, len(good) - 1))
     flipped = bytearray(good)
