@@ -20,7 +20,8 @@ KAFKA_STORAGE_ERROR until a restart recovers the log from disk.
 Producer state (kept by the broker, which sets `producer_state_source`) is snapshotted when a
 segment rolls on append and at close; aborted transactions go to the `.txnindex` of the segment
 holding their ABORT marker (`index_aborted_txn`), and read_committed fetches collect them from
-there (`collect_aborted_txns`). See `txn_state.py` for how a load resumes from a snapshot.
+there (`collect_aborted_txns`). `txn_state.py` decides which of these files a load trusts and
+where the replay of producer state starts.
 
 Thread-safety: every public method holds the log's lock, so background tasks (retention,
 compaction, flush) may run on a scheduler thread while one owner appends and reads.
@@ -32,7 +33,7 @@ import bisect
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -74,14 +75,10 @@ from weir.storage.files import (
     segment_path,
 )
 from weir.storage.leader_epoch import LeaderEpochCache
-from weir.storage.producer_snapshot import (
-    CorruptSnapshotError,
-    ProducerSnapshot,
-    ProducerSnapshotEntry,
-    ProducerSnapshots,
-)
+from weir.storage.producer_snapshot import ProducerSnapshots
 from weir.storage.segment import FileSlice, LogSegment
-from weir.storage.txn_index import ENTRY_SIZE, AbortedTxn
+from weir.storage.txn_index import AbortedTxn
+from weir.storage.txn_state import ProducerStateReplay, ProducerStateSource, TransactionFiles
 
 log = logging.getLogger(__name__)
 
@@ -103,20 +100,6 @@ class ReadInfo:
     high_watermark: int
     log_start_offset: int
     log_end_offset: int
-
-
-#: the producer state as of the log end offset, as snapshot entries (set by the log's owner)
-ProducerStateSource = Callable[[], Sequence[ProducerSnapshotEntry]]
-
-
-@dataclass(frozen=True, slots=True)
-class ProducerStateReplay:
-    """How to rebuild producer state: start from `snapshot` (None: empty) and apply `batches`,
-    those from `start_offset` on, each with its marker's verdict if it is a control batch."""
-
-    snapshot: ProducerSnapshot | None
-    start_offset: int
-    batches: Iterator[tuple[HeaderFields, bool | None]]
 
 
 @dataclass
@@ -166,13 +149,14 @@ class PartitionLog:
         self.replicated = False
         #: whether transactional batches were ever appended here (a marker file says so)
         self.has_transactions = (directory / TRANSACTIONS_MARKER).exists()
-        self.snapshots = ProducerSnapshots(directory)
-        #: snapshotted when a segment rolls on append and at close; None: no snapshots
-        self.producer_state_source: ProducerStateSource | None = None
+        self._txn_files = TransactionFiles(directory, self.load_report.problems)
         self._load(clean_shutdown)
         self.log_end_offset = self.active_segment.next_offset()
         self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
-        self._check_producer_files(clean_shutdown, recovery_point)
+        ends = [self._segment_end(i) for i in range(len(self.segments))]
+        self._txn_files.check_at_load(
+            self.segments, ends, self.log_end_offset, None if clean_shutdown else recovery_point
+        )
         self.recovery_point = self.log_end_offset  # clean, or recovered segments were fsynced
         self.high_watermark = self.log_end_offset
         self._restored_high_watermark = (
@@ -254,24 +238,6 @@ class PartitionLog:
                 self._drop_from(i + 1, f"segments after the damage in {segment.log_path.name}")
                 return
 
-    def _check_producer_files(self, clean_shutdown: bool, recovery_point: int) -> None:
-        """Drop snapshots a load must not trust (past the recovery point after an unclean
-        shutdown, past the log end, before the first segment) and damaged `.txnindex` files;
-        the state they held is rebuilt from the log by replaying from an older snapshot."""
-        limit = self.log_end_offset if clean_shutdown else min(recovery_point, self.log_end_offset)
-        self.snapshots.delete_above(limit)
-        self.snapshots.delete_below(self.segments[0].base_offset)
-        for i, segment in enumerate(self.segments):
-            index = segment.txn_index
-            try:
-                unflushed = not clean_shutdown and self._segment_end(i) > recovery_point
-                if index.size % ENTRY_SIZE or unflushed:
-                    index.validate(self._segment_end(i))
-            except CorruptIndexError as exc:
-                self.load_report.problems.append(f"rebuilding {index.path.name}: {exc}")
-                index.reset()
-                self.snapshots.delete_above(segment.base_offset)
-
     def _segment_end(self, i: int) -> int:
         if i + 1 < len(self.segments):
             return self.segments[i + 1].base_offset
@@ -325,6 +291,20 @@ class PartitionLog:
     @property
     def size(self) -> int:
         return sum(s.size for s in self.segments)
+
+    @property
+    def snapshots(self) -> ProducerSnapshots:
+        return self._txn_files.snapshots
+
+    @property
+    def producer_state_source(self) -> ProducerStateSource | None:
+        """What the log snapshots when a segment rolls on append and at close (its owner's
+        producer state); None: no snapshots are taken."""
+        return self._txn_files.source
+
+    @producer_state_source.setter
+    def producer_state_source(self, source: ProducerStateSource | None) -> None:
+        self._txn_files.source = source
 
     @property
     def latest_epoch(self) -> int:
@@ -433,11 +413,10 @@ class PartitionLog:
     def _snapshot_at_roll(self) -> None:
         """Producer state as of the new segment's base offset; fsynced on the scheduler (a
         crash before then leaves a torn file, which a load detects and skips)."""
-        if self.producer_state_source is None:
-            return
         offset = self.log_end_offset
         try:
-            self.snapshots.write(offset, self.producer_state_source(), sync=False)
+            if not self._txn_files.snapshot(offset, sync=False):
+                return
         except OSError as exc:
             log.warning("%s: no producer snapshot at %d: %s", self.directory.name, offset, exc)
             return
@@ -598,9 +577,7 @@ class PartitionLog:
             self._check_online()
             segment = self.segments[self._segment_index_for(txn.last_offset)]
             try:
-                segment.txn_index.append(txn)
-            except ValueError as exc:  # a replay meeting an entry it already has
-                log.warning("%s: %s", self.directory.name, exc)
+                self._txn_files.index_aborted(segment, txn)
             except OSError as exc:
                 raise LogDirectoryError(
                     f"{self.directory.name}: aborted transaction not indexed: {exc}"
@@ -609,47 +586,19 @@ class PartitionLog:
     def collect_aborted_txns(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
         """The aborted transactions with records in [fetch_offset, upper_bound), from the
         indexes of the fetch offset's segment on, until one says no later one can add any."""
-        found: list[AbortedTxn] = []
         with self._lock:
-            for segment in self.segments[self._segment_index_for(fetch_offset) :]:
-                if segment.txn_index.is_empty:
-                    continue
-                entries, complete = segment.txn_index.collect(fetch_offset, upper_bound)
-                found.extend(entries)
-                if complete:
-                    break
-        return found
+            segments = self.segments[self._segment_index_for(fetch_offset) :]
+            return TransactionFiles.collect(segments, fetch_offset, upper_bound)
 
     def producer_state_replay(self) -> ProducerStateReplay:
-        """Where to rebuild producer state from: the newest sound snapshot, else the whole log
-        if it ever held transactions (a log an older weir wrote, or whose snapshots are gone),
-        else its last two segments (a producer idle for longer is forgotten). Index entries
-        from the start on are dropped: the replay records them again."""
+        """How to rebuild producer state: from the newest sound snapshot (or the log's start,
+        see `txn_state.py`), replaying the batches after it."""
         with self._lock:
-            snapshot = self._latest_sound_snapshot()
-            if snapshot is not None:
-                start = snapshot.offset
-            elif self.has_transactions:
-                start = self.segments[0].base_offset
-            else:
-                start = self.segments[max(0, len(self.segments) - 2)].base_offset
-            for segment in self.segments[self._segment_index_for(start) :]:
-                segment.txn_index.truncate_to(start)
-            return ProducerStateReplay(
-                snapshot, start, self._counted(self.batch_headers_and_markers(start))
+            snapshot, start = self._txn_files.replay_from(
+                self.segments, self.log_end_offset, self.has_transactions
             )
-
-    def _latest_sound_snapshot(self) -> ProducerSnapshot | None:
-        for offset in reversed(list(self.snapshots.offsets)):
-            if not self.segments[0].base_offset <= offset <= self.log_end_offset:
-                continue
-            try:
-                return self.snapshots.read(offset)
-            except (CorruptSnapshotError, OSError) as exc:
-                self.load_report.problems.append(f"ignoring producer snapshot: {exc}")
-                log.warning("%s: ignoring producer snapshot: %s", self.directory.name, exc)
-                self.snapshots.delete(offset)
-        return None
+            batches = self._counted(self.batch_headers_and_markers(start))
+            return ProducerStateReplay(snapshot, start, batches)
 
     def _counted(
         self, batches: Iterator[tuple[HeaderFields, bool | None]]
@@ -662,10 +611,8 @@ class PartitionLog:
         """Snapshot producer state at the log end offset, durably (after a load that replayed
         batches, and at close). OSError if it cannot be written."""
         with self._lock:
-            if self.producer_state_source is None or self.offline_reason is not None:
-                return
-            entries = self.producer_state_source()
-            self.snapshots.write(self.log_end_offset, entries, sync=True)
+            if self.offline_reason is None:
+                self._txn_files.snapshot(self.log_end_offset, sync=True)
 
     # ---- offsets by time ----------------------------------------------------------------------
 
