@@ -204,6 +204,7 @@ class LeaderFetcher:
         if data.error_code == ErrorCode.offset_out_of_range:
             if partition_log.log_end_offset < data.log_start_offset:
                 partition_log.truncate_fully_and_start_at(data.log_start_offset)
+                self._replicas.reload_producer_state(partition)
             else:
                 followed.truncated = False  # diverged: ask for the epoch's end again
             return
