@@ -181,3 +181,25 @@ def test_a_partition_an_older_weir_wrote_is_rebuilt_once(tmp_path: Path) -> None
     assert again.partition.log.load_report.replayed_batches == 0
     assert again.aborted_seen() == aborted
     again.close()
+
+
+def test_damaged_files_are_rebuilt_from_the_log_not_trusted(tmp_path: Path) -> None:
+    broker = Broker(tmp_path)
+    aborted = _write_transactions(broker, random.Random(5))
+    log = broker.partition.log
+    indexed = [s for s in log.segments if not s.txn_index.is_empty]
+    segment = indexed[len(indexed) // 2]
+    damaged = segment.txn_index.path
+    torn = log.directory / f"{segment.base_offset:020d}.snapshot"  # where a replay would start
+    broker.close()
+    with damaged.open("r+b") as file:  # a torn last entry
+        file.truncate(damaged.stat().st_size - 7)
+    torn.write_bytes(torn.read_bytes()[:-1])
+
+    restarted = Broker(tmp_path)
+    problems = " ".join(restarted.partition.log.load_report.problems)
+    assert damaged.name in problems and "ignoring producer snapshot" in problems
+    assert restarted.partition.log.load_report.replayed_batches > 0
+    assert restarted.aborted_seen() == aborted
+    _idempotence_goes_on(restarted)
+    restarted.close()
