@@ -44,7 +44,8 @@ class Broker:
         return partition
 
     def produce(self, producer_id: int, sequence: int, *, transactional: bool = False) -> int:
-        records = [Record(offset=i, timestamp=self.clock.milliseconds(), key=None,
+        now = self.clock.milliseconds()
+        records = [Record(offset=i, timestamp=now, key=None,
                           value=b"%d-%d" % (producer_id, sequence + i)) for i in range(3)]  # fmt: skip
         spec = BatchSpec(producer_id=producer_id, producer_epoch=0, base_sequence=sequence,
                          transactional=transactional)  # fmt: skip
