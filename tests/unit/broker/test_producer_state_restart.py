@@ -45,8 +45,8 @@ class Broker:
 
     def produce(self, producer_id: int, sequence: int, *, transactional: bool = False) -> int:
         now = self.clock.milliseconds()
-        records = [Record(offset=i, timestamp=now, key=None,
-                          value=b"%d-%d" % (producer_id, sequence + i)) for i in range(3)]  # fmt: skip
+        values = [b"%d-%d" % (producer_id, sequence + i) for i in range(3)]
+        records = [Record(offset=i, timestamp=now, key=None, value=v) for i, v in enumerate(values)]
         spec = BatchSpec(producer_id=producer_id, producer_epoch=0, base_sequence=sequence,
                          transactional=transactional)  # fmt: skip
         result = self.replicas.append(TOPIC, 0, build_batch(records, spec=spec))
