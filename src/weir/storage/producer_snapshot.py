@@ -100,8 +100,10 @@ def snapshot_path(directory: Path, offset: int) -> Path:
 
 
 class ProducerSnapshots:
-    """The snapshot files of one partition directory, by offset (only their offsets are kept
-    in memory; a file is read when a load needs it)."""
+    """The `<offset>.snapshot` files of one partition directory (version:int16 | crc:uint32 |
+    count:int32 | entries, see the module docstring), by offset: only their offsets are kept in
+    memory, a file is read when a load needs it. Not thread-safe: the owning PartitionLog
+    serialises access."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory

@@ -67,6 +67,10 @@ def decode_entries(data: bytes, where: str = "txnindex") -> list[AbortedTxn]:
 
 
 class TransactionIndex:
+    """One segment's `.txnindex`: 34-byte entries version:int16 | producer_id:int64 |
+    first_offset:int64 | last_offset:int64 | last_stable_offset:int64, in marker order; no file
+    while empty. Not thread-safe: its segment's PartitionLog serialises access."""
+
     def __init__(self, path: Path, base_offset: int) -> None:
         self.path = path
         self.base_offset = base_offset

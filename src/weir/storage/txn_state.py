@@ -56,6 +56,10 @@ class ProducerStateReplay:
 
 
 class TransactionFiles:
+    """The `.snapshot` files of a partition directory and the policy over them and the
+    segments' `.txnindex` files (formats: `producer_snapshot.py`, `txn_index.py`). Not
+    thread-safe: PartitionLog calls in under its lock."""
+
     def __init__(self, directory: Path, problems: list[str]) -> None:
         self.name = directory.name
         self.snapshots = ProducerSnapshots(directory)
