@@ -425,14 +425,15 @@ class PartitionLog:
         )
 
     def _sync_snapshot(self, offset: int) -> None:
-        with self._lock:
-            if self.closed:
-                return
-            try:
-                self.snapshots.sync_file(offset)
-            except OSError as exc:
-                log.warning("%s: producer snapshot %d not synced: %s", self.directory.name,
-                            offset, exc)  # fmt: skip
+        """Without the log's lock: appends go on meanwhile, and a snapshot deleted meanwhile
+        (retention, truncation) is simply not synced."""
+        if self.closed:
+            return
+        try:
+            self.snapshots.sync_file(offset)
+        except OSError as exc:
+            log.warning("%s: producer snapshot %d not synced: %s", self.directory.name, offset,
+                        exc)  # fmt: skip
 
     def sync_directory(self) -> None:
         """Make new segments' directory entries durable: on the scheduler after a roll (as
