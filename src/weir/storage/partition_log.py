@@ -425,15 +425,22 @@ class PartitionLog:
         )
 
     def _sync_snapshot(self, offset: int) -> None:
-        """Without the log's lock: appends go on meanwhile, and a snapshot deleted meanwhile
-        (retention, truncation) is simply not synced."""
-        if self.closed:
-            return
+        """A durable snapshot vouches for the `.txnindex` entries below it, so those are synced
+        first (under the lock; rarely any). The snapshot itself is synced without the lock:
+        appends go on meanwhile, and one deleted meanwhile is simply not synced."""
         try:
+            with self._lock:
+                if self.closed:
+                    return
+                self._flush_txn_indexes()
             self.snapshots.sync_file(offset)
         except OSError as exc:
             log.warning("%s: producer snapshot %d not synced: %s", self.directory.name, offset,
                         exc)  # fmt: skip
+
+    def _flush_txn_indexes(self) -> None:
+        for segment in self.segments:
+            segment.txn_index.flush()
 
     def sync_directory(self) -> None:
         """Make new segments' directory entries durable: on the scheduler after a roll (as
@@ -478,8 +485,7 @@ class PartitionLog:
         try:
             for segment in self.segments[start:]:
                 diskio.sync(segment.fd, diskio.SEGMENT, data_only=True)
-            for segment in self.segments:
-                segment.txn_index.flush()
+            self._flush_txn_indexes()
         except OSError as exc:
             raise LogDirectoryError(f"{self.directory.name}: flush failed: {exc}") from exc
         self._sync_directory()
@@ -612,7 +618,8 @@ class PartitionLog:
         """Snapshot producer state at the log end offset, durably (after a load that replayed
         batches, and at close). OSError if it cannot be written."""
         with self._lock:
-            if self.offline_reason is None:
+            if self.offline_reason is None and self.producer_state_source is not None:
+                self._flush_txn_indexes()
                 self._txn_files.snapshot(self.log_end_offset, sync=True)
 
     # ---- offsets by time ----------------------------------------------------------------------
