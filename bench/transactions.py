@@ -5,9 +5,14 @@
 - consume: the transactional topic read from the beginning by a read_uncommitted and by a
   read_committed consumer (a tenth of the transactions aborted, so read_committed has aborted
   ranges to skip; both consumers read everything the log holds, read_committed delivers fewer).
-Ratios: transactional / idempotent produce rate, and read_committed / read_uncommitted rate of
+- restart: a partition holding `--restart-transactions` transactions (a tenth aborted, over many
+  segments) loaded as a broker start loads it, in-process: from its producer snapshot (after a
+  clean shutdown) and by the full scan an older weir did (snapshots and `.txnindex` files
+  removed, so the has-transactions marker forces a replay of every batch, which also rebuilds
+  the indexes).
+Ratios: transactional / idempotent produce rate, read_committed / read_uncommitted rate of
 walking the same log (records in the log per second; read_committed delivers the committed
-nine tenths of them).
+nine tenths of them), and full-scan / snapshot load time.
 Writes JSON to bench/results/transactions-<time>.json (or --out) and prints it.
 """
 
@@ -25,6 +30,13 @@ from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.errors import ErrorCode
+
+from weir.broker.replica_manager import ReplicaManager
+from weir.broker.txn.markers import control_batch
+from weir.clock import SystemClock, ThreadScheduler
+from weir.records import BatchSpec, Record, build_batch
+from weir.storage import LogConfig, LogManager
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from broker import cpu_seconds, start_broker
@@ -118,12 +130,91 @@ def consume(
     }
 
 
+def restart(transactions: int) -> dict[str, Any]:
+    """Load time of one partition with `transactions` transactions: from its snapshot, and by
+    a full scan (snapshots and indexes removed, as an older weir left the partition)."""
+    config = LogConfig(segment_bytes=1_000_000)
+    with tempfile.TemporaryDirectory(prefix="weir-bench-restart-") as scratch:
+        data = Path(scratch)
+        replicas, scheduler = _open(data, config)
+        _write_transactions(replicas, transactions)
+        replicas.log_manager.close()
+        scheduler.shutdown()
+        snapshot = _timed_load(data, config)
+        directory = next(data.glob("txn-0"))
+        for path in [*directory.glob("*.snapshot"), *directory.glob("*.txnindex")]:
+            path.unlink()
+        full_scan = _timed_load(data, config)
+    return {
+        "transactions": transactions,
+        "segments": snapshot["segments"],
+        "snapshot": snapshot,
+        "full_scan": full_scan,
+        "full_scan_over_snapshot": round(full_scan["seconds"] / snapshot["seconds"], 1),
+    }
+
+
+def _open(data: Path, config: LogConfig) -> tuple[ReplicaManager, ThreadScheduler]:
+    clock = SystemClock()
+    scheduler = ThreadScheduler(clock)
+    logs = LogManager(data, config, clock, scheduler, topic_configs={"txn": config})
+    return ReplicaManager(logs, clock), scheduler
+
+
+def _write_transactions(replicas: ReplicaManager, transactions: int) -> None:
+    replicas.create_partitions("txn", 1, replicas.log_manager.default_config)
+    value = os.urandom(SIZE // 2).hex().encode()
+    for t in range(transactions):
+        producer_id = 1000 + t % 16
+        sequence = 10 * (t // 16)
+        records = [Record(offset=i, timestamp=0, key=None, value=value) for i in range(10)]
+        spec = BatchSpec(producer_id=producer_id, producer_epoch=0, base_sequence=sequence,
+                         transactional=True)  # fmt: skip
+        assert replicas.append("txn", 0, build_batch(records, spec=spec)).error is ErrorCode.none
+        commit = t % 10 != 9
+        marker = control_batch(producer_id, 0, 0, commit, 0)
+        assert replicas.append_marker("txn", 0, marker, commit).error is ErrorCode.none
+
+
+def _timed_load(data: Path, config: LogConfig) -> dict[str, Any]:
+    started = time.perf_counter()
+    replicas, scheduler = _open(data, config)
+    seconds = time.perf_counter() - started
+    partition = replicas.get("txn", 0)
+    assert partition is not None
+    figures = {"seconds": round(seconds, 3), "segments": len(partition.log.segments),
+               "replayed_batches": partition.log.load_report.replayed_batches}  # fmt: skip
+    replicas.log_manager.close()
+    scheduler.shutdown()
+    return figures
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=500_000)
     parser.add_argument("--per-transaction", type=int, default=1_000)
+    parser.add_argument("--restart-transactions", type=int, default=50_000)
+    parser.add_argument("--restart-only", action="store_true",
+                        help="measure the partition load only (no broker, no clients)")  # fmt: skip
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
+    result: dict[str, Any] = {
+        "benchmark": "transactions",
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+    }
+    if not args.restart_only:
+        result.update(_clients(args))
+    result["restart"] = restart(args.restart_transactions)
+    out = args.out or Path(__file__).parent / "results" / (
+        f"transactions-{time.strftime('%Y%m%dT%H%M%S')}.json"
+    )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+def _clients(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="weir-bench-txn-") as scratch:
         process, bootstrap = start_broker(Path(scratch) / "data")
         try:
@@ -141,9 +232,7 @@ def main() -> int:
         finally:
             process.terminate()
             process.wait(30)
-    result = {
-        "benchmark": "transactions",
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+    return {
         "produce": {"idempotent": plain, "transactional": txn,
                     "transactional_over_idempotent": round(
                         txn["msgs_per_s"] / plain["msgs_per_s"], 3)},
@@ -151,13 +240,6 @@ def main() -> int:
                     "read_committed_over_read_uncommitted": round(
                         committed["log_msgs_per_s"] / uncommitted["log_msgs_per_s"], 3)},
     }  # fmt: skip
-    out = args.out or Path(__file__).parent / "results" / (
-        f"transactions-{time.strftime('%Y%m%dT%H%M%S')}.json"
-    )
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result, indent=2))
-    return 0
 
 
 if __name__ == "__main__":

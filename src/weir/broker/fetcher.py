@@ -206,6 +206,7 @@ class LeaderFetcher:
         if data.error_code == ErrorCode.offset_out_of_range:
             if partition_log.log_end_offset < data.log_start_offset:
                 partition_log.truncate_fully_and_start_at(data.log_start_offset)
+                self._replicas.reload_producer_state(partition)
             else:
                 followed.truncated = False  # diverged: ask for the epoch's end again
             return
@@ -221,15 +222,16 @@ class LeaderFetcher:
             try:
                 if any(header.is_transactional for header in iter_batches(records)):
                     partition_log.note_transactions()
-                partition_log.append_as_follower(records)
+                for header in iter_batches(records):  # producer state current at every roll
+                    view = memoryview(records)[header.position : header.position + header.size]
+                    partition_log.append_as_follower(view)
+                    partition.record_batch(
+                        header.fields(), header.base_offset, marker_commits(header)
+                    )
             except (StorageError, OSError) as exc:
                 log.error("%s-%d: follower append failed: %s", partition.topic, partition.index,
                           exc)  # fmt: skip
                 return
-            for header in iter_batches(records):
-                partition.producers.record(
-                    header.fields(), header.base_offset, marker_commits(header)
-                )
         partition_log.update_high_watermark(min(data.high_watermark, partition_log.log_end_offset))
 
 

@@ -4,27 +4,31 @@ A batch from an idempotent producer carries (producer id, epoch, base sequence, 
 leader accepts it when its sequence follows the last one; answers a retry of one of the last
 five batches with that batch's original offsets (nothing is appended twice); and refuses gaps
 (OUT_OF_ORDER_SEQUENCE_NUMBER) and old epochs (INVALID_PRODUCER_EPOCH), as Kafka does.
-State is rebuilt from batch headers when a partition is loaded.
+State is snapshotted by the partition's log (`snapshot_entries`, Kafka's `.snapshot` layout,
+which keeps each producer's last batch) and restored from the newest snapshot plus the batches
+after it when a partition is loaded.
 
 Transactions (KIP-98): a transactional batch opens its producer's transaction on this partition
 at its first offset, and the producer's next COMMIT or ABORT marker (a control batch the
 coordinator has written) closes it. The first offset of the oldest open transaction bounds the
-last stable offset, which read_committed consumers do not read past; an aborted transaction is
-remembered (producer id, first offset, marker offset) so that read_committed fetches can tell
-clients which records to skip, as Kafka's aborted-transaction index does.
+last stable offset, which read_committed consumers do not read past. An ABORT marker yields the
+aborted transaction (producer id, first offset, marker offset, last stable offset), which the
+caller writes to the log's aborted-transaction index (`.txnindex`): read_committed fetches read
+it from there, so no list of aborted transactions grows here.
 
 Thread-safety: none; owned by the broker's event loop.
 """
 
 from __future__ import annotations
 
-import bisect
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from weir.records import HeaderFields
 from weir.records.batch import CONTROL_BIT, TRANSACTIONAL_BIT
+from weir.storage.producer_snapshot import NO_OFFSET, ProducerSnapshotEntry
+from weir.storage.txn_index import AbortedTxn
 
 CACHED_BATCHES = 5
 #: the base sequence of batches the broker writes for a producer (transactional offset commits)
@@ -33,15 +37,6 @@ MAX_SEQUENCE = 2**31 - 1
 
 OUT_OF_ORDER_SEQUENCE_NUMBER = 45
 INVALID_PRODUCER_EPOCH = 47
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class AbortedTransaction:
-    """An aborted transaction's records lie in [first_offset, last_offset] (the marker)."""
-
-    last_offset: int
-    first_offset: int
-    producer_id: int
 
 
 class ProducerStateError(Exception):
@@ -79,33 +74,54 @@ class ProducerStateManager:
         self.producers: dict[int, ProducerEntry] = {}
         #: producer id -> first offset of its open transaction here
         self.ongoing: dict[int, int] = {}
-        #: aborted transactions, ordered by their marker's offset
-        self.aborted: list[AbortedTransaction] = []
 
     def first_unstable_offset(self) -> int | None:
         """The first offset of the oldest open transaction; None when none is open."""
         return min(self.ongoing.values()) if self.ongoing else None
 
-    def complete(self, producer_id: int, commit: bool, marker_offset: int) -> None:
-        """A COMMIT or ABORT marker of `producer_id` at `marker_offset` ends its transaction."""
+    def complete(self, producer_id: int, commit: bool, marker_offset: int) -> AbortedTxn | None:
+        """A COMMIT or ABORT marker of `producer_id` at `marker_offset` ends its transaction;
+        an aborted one is returned with the last stable offset that follows it."""
         first = self.ongoing.pop(producer_id, None)
-        if not commit and first is not None:
-            entry = AbortedTransaction(marker_offset, first, producer_id)
-            if self.aborted and self.aborted[-1] > entry:
-                bisect.insort(self.aborted, entry)
-            else:
-                self.aborted.append(entry)
+        if commit or first is None:
+            return None
+        unstable = self.first_unstable_offset()
+        stable = marker_offset + 1 if unstable is None else unstable
+        return AbortedTxn(producer_id, first, marker_offset, stable)
 
-    def aborted_between(self, start: int, end: int) -> list[AbortedTransaction]:
-        """Aborted transactions with records in [start, end): those a fetch of that range must
-        name so that the client skips their records."""
-        first = bisect.bisect_left(self.aborted, AbortedTransaction(start, -1, -1))
-        return [a for a in self.aborted[first:] if a.first_offset < end]
+    # ---- snapshots ----------------------------------------------------------------------------
 
-    def forget_before(self, offset: int) -> None:
-        """Drop aborted transactions that ended before `offset` (the log start moved on)."""
-        first = bisect.bisect_left(self.aborted, AbortedTransaction(offset, -1, -1))
-        del self.aborted[:first]
+    def snapshot_entries(self) -> list[ProducerSnapshotEntry]:
+        """The state as snapshot entries: each producer's epoch, last batch and open
+        transaction."""
+        return [self._snapshot_entry(pid, entry) for pid, entry in self.producers.items()]
+
+    def _snapshot_entry(self, producer_id: int, entry: ProducerEntry) -> ProducerSnapshotEntry:
+        txn_first = self.ongoing.get(producer_id, NO_OFFSET)
+        if not entry.batches:
+            return ProducerSnapshotEntry(producer_id, entry.epoch, timestamp=entry.last_timestamp,
+                                         current_txn_first_offset=txn_first)  # fmt: skip
+        last = entry.batches[-1]
+        return ProducerSnapshotEntry(
+            producer_id, entry.epoch, last.last_sequence, last.last_offset,
+            last.last_offset - last.first_offset, entry.last_timestamp,
+            current_txn_first_offset=txn_first,
+        )  # fmt: skip
+
+    @classmethod
+    def restored(cls, entries: Iterable[ProducerSnapshotEntry]) -> ProducerStateManager:
+        """The state a snapshot holds (only each producer's last batch is known again)."""
+        state = cls()
+        for e in entries:
+            entry = state.producers[e.producer_id] = ProducerEntry(e.epoch, e.timestamp)
+            if e.last_offset >= 0 and e.last_sequence >= 0:
+                first_sequence = (e.last_sequence - e.offset_delta) % (MAX_SEQUENCE + 1)
+                entry.batches.append(BatchMetadata(
+                    first_sequence, e.last_sequence, e.last_offset - e.offset_delta, e.last_offset
+                ))  # fmt: skip
+            if e.current_txn_first_offset >= 0:
+                state.ongoing[e.producer_id] = e.current_txn_first_offset
+        return state
 
     def check(self, fields: HeaderFields) -> BatchMetadata | None:
         """Validate an incoming batch. Returns the original batch if it is a retry of one of
@@ -142,25 +158,26 @@ class ProducerStateManager:
 
     def record(
         self, fields: HeaderFields, first_offset: int, commit: bool | None = None
-    ) -> None:
+    ) -> AbortedTxn | None:
         """Remember an appended batch (its offsets as assigned); for a control batch, `commit`
-        is what its marker says."""
+        is what its marker says. Returns the transaction an ABORT marker ended, for the log's
+        aborted-transaction index."""
         if fields.producer_id < 0:
-            return
+            return None
         if fields.attributes & CONTROL_BIT:
             entry = self.producers.get(fields.producer_id)
             if entry is None or fields.producer_epoch > entry.epoch:  # a fencing marker
                 self.producers[fields.producer_id] = ProducerEntry(fields.producer_epoch)
-            if commit is not None:
-                self.complete(fields.producer_id, commit, first_offset)
-            return
+            if commit is None:
+                return None
+            return self.complete(fields.producer_id, commit, first_offset)
         if fields.attributes & TRANSACTIONAL_BIT:
             self.ongoing.setdefault(fields.producer_id, first_offset)
         if fields.base_sequence == NO_SEQUENCE:
             entry = self.producers.get(fields.producer_id)
             if entry is None or fields.producer_epoch > entry.epoch:
                 self.producers[fields.producer_id] = ProducerEntry(fields.producer_epoch)
-            return
+            return None
         entry = self.producers.get(fields.producer_id)
         if entry is None or fields.producer_epoch > entry.epoch:
             entry = self.producers[fields.producer_id] = ProducerEntry(fields.producer_epoch)
@@ -173,9 +190,15 @@ class ProducerStateManager:
                 first_offset + fields.last_offset_delta,
             )
         )
+        return None
 
-    def load(self, batches: Iterable[tuple[HeaderFields, bool | None]]) -> None:
+    def load(self, batches: Iterable[tuple[HeaderFields, bool | None]]) -> list[AbortedTxn]:
         """Rebuild from batches already in the log (their base offsets are real offsets), each
-        with its marker's verdict if it is a control batch."""
+        with its marker's verdict if it is a control batch; returns the aborted transactions
+        met."""
+        aborted = []
         for fields, commit in batches:
-            self.record(fields, fields.base_offset, commit)
+            txn = self.record(fields, fields.base_offset, commit)
+            if txn is not None:
+                aborted.append(txn)
+        return aborted

@@ -27,6 +27,7 @@ from weir.clock import Clock
 from weir.records import (
     BatchHeader,
     Compression,
+    HeaderFields,
     RecordError,
     check_keys,
     check_timestamps,
@@ -82,6 +83,31 @@ class Partition:
         high_watermark = self.log.high_watermark
         unstable = self.producers.first_unstable_offset()
         return high_watermark if unstable is None else min(unstable, high_watermark)
+
+    def record_batch(self, fields: HeaderFields, first_offset: int, commit: bool | None) -> None:
+        """Producer state after a batch reached the log; an ABORT marker's transaction goes to
+        the log's aborted-transaction index. LogDirectoryError if that cannot be written."""
+        aborted = self.producers.record(fields, first_offset, commit)
+        if aborted is not None:
+            self.log.index_aborted_txn(aborted)
+
+    def load_producer_state(self) -> None:
+        """Producer state from the log's newest snapshot and the batches after it (those
+        replayed also re-index their aborted transactions); snapshotted again at the log end
+        if anything was replayed, so the next load starts there."""
+        replay = self.log.producer_state_replay()
+        entries = replay.snapshot.entries if replay.snapshot is not None else ()
+        self.producers = ProducerStateManager.restored(entries)
+        self.log.producer_state_source = self.producers.snapshot_entries
+        replayed = self.log.load_report.replayed_batches
+        for fields, commit in replay.batches:
+            self.record_batch(fields, fields.base_offset, commit)
+        if self.log.load_report.replayed_batches > replayed and self.producers.producers:
+            try:
+                self.log.take_producer_snapshot()
+            except OSError as exc:
+                log.warning("%s-%d: no producer snapshot after loading: %s", self.topic,
+                            self.index, exc)  # fmt: skip
 
     def wake_waiters(self) -> None:
         waiters, self.waiters = self.waiters, []
@@ -172,8 +198,10 @@ class ReplicaManager:
     # ---- partitions ---------------------------------------------------------------------------
 
     def _adopt(self, topic: str, index: int, partition_log: PartitionLog) -> Partition:
-        producers = _producer_state(partition_log)
-        partition = Partition(topic, index, partition_log, producers, is_leader=self._leads_all)
+        partition = Partition(
+            topic, index, partition_log, ProducerStateManager(), is_leader=self._leads_all
+        )
+        partition.load_producer_state()
         if self._leads_all:
             self._record_leader_epoch(partition)
         self.partitions[(topic, index)] = partition
@@ -181,8 +209,8 @@ class ReplicaManager:
 
     @staticmethod
     def reload_producer_state(partition: Partition) -> None:
-        """Rebuild idempotent producer state from the log (after a truncation)."""
-        partition.producers = _producer_state(partition.log)
+        """Rebuild producer state from the log (after a truncation)."""
+        partition.load_producer_state()
 
     @staticmethod
     def _record_leader_epoch(partition: Partition) -> None:
@@ -404,7 +432,11 @@ class ReplicaManager:
             self._take_offline(partition, exc)
             return AppendResult(ErrorCode.kafka_storage_error, message=str(exc))
         self.log_manager.note_appended(partition.topic, partition.index, len(buf))
-        partition.producers.record(BatchHeader(buf).fields(), info.first_offset, commit)
+        try:
+            partition.record_batch(BatchHeader(buf).fields(), info.first_offset, commit)
+        except StorageError as exc:
+            self._take_offline(partition, exc)
+            return AppendResult(ErrorCode.kafka_storage_error, message=str(exc))
         if partition.leader_state is not None:
             self._advance_high_watermark(partition)
         partition.wake_waiters()
@@ -623,10 +655,7 @@ class ReplicaManager:
         stable = partition.last_stable_offset
         aborted = None
         if read_committed and bound is not None:
-            aborted = tuple(
-                (a.producer_id, a.first_offset)
-                for a in partition.producers.aborted_between(request.offset, bound)
-            )
+            aborted = _aborted_in(partition, request.offset, data)
         return FetchResult(
             request.topic,
             request.partition,
@@ -726,16 +755,15 @@ class ReplicaManager:
         return ErrorCode.none, partition_log.log_start_offset
 
 
-def _producer_state(partition_log: PartitionLog) -> ProducerStateManager:
-    """Producer state from the batches of the last two segments (Kafka keeps snapshots; a
-    producer's last five batches are in these unless it has been idle for a long time), or of
-    the whole log if it holds transactions (open and aborted ones may be older)."""
-    producers = ProducerStateManager()
-    start = partition_log.segments[max(0, len(partition_log.segments) - 2)].base_offset
-    if partition_log.has_transactions:
-        start = partition_log.log_start_offset
-    producers.load(partition_log.batch_headers_and_markers(start))
-    return producers
+def _aborted_in(
+    partition: Partition, offset: int, data: FileSlice | None
+) -> tuple[tuple[int, int], ...]:
+    """(producer id, first offset) of the aborted transactions with records in the data a
+    read_committed fetch returns, from the log's aborted-transaction indexes."""
+    if data is None:
+        return ()
+    txns = partition.log.collect_aborted_txns(offset, data.next_offset)
+    return tuple((txn.producer_id, txn.first_offset) for txn in txns)
 
 
 def _saturated(value: int) -> int:

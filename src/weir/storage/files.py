@@ -1,7 +1,9 @@
 """Every file name and suffix the log engine writes, in one place.
 
 A partition lives in `<data dir>/<topic>-<partition>/`; a segment is three files named by its
-base offset, zero-padded to 20 digits: `00000000000000000000.log`, `.index`, `.timeindex`.
+base offset, zero-padded to 20 digits: `00000000000000000000.log`, `.index`, `.timeindex`, and a
+fourth, `.txnindex`, once an aborted transaction ended in it. `<20-digit offset>.snapshot` files
+hold producer state as of that offset (see `producer_snapshot.py`).
 A suffix after those marks a file in transit: `.cleaned` (compaction output, not yet committed),
 `.swap` (committed compaction output replacing older segments), `.deleted` (waiting for removal).
 """
@@ -13,7 +15,9 @@ from pathlib import Path
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
-SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+TXN_INDEX_SUFFIX = ".txnindex"
+SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+PRODUCER_SNAPSHOT_SUFFIX = ".snapshot"
 
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
@@ -21,7 +25,9 @@ DELETED_SUFFIX = ".deleted"
 DELETE_DIR_SUFFIX = "-delete"
 
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
-#: present in a partition directory once a transactional batch was appended there
+#: present in a partition directory once a transactional batch was appended there; without
+#: `.snapshot` files beside it (a log an older weir wrote) producer state is rebuilt from the
+#: whole log once
 TRANSACTIONS_MARKER = "has-transactions"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"

@@ -1,7 +1,7 @@
 """The log of one partition: segments sorted by base offset, and the offsets that bound them.
 
-On disk, a directory `<topic>-<partition>/` holding segments (see `segment.py`) and the
-`leader-epoch-checkpoint`. In memory:
+On disk, a directory `<topic>-<partition>/` holding segments (see `segment.py`), producer-state
+snapshots (see `producer_snapshot.py`) and the `leader-epoch-checkpoint`. In memory:
 
     log start offset <= high watermark <= log end offset,   recovery point <= log end offset
 
@@ -16,6 +16,12 @@ it was and raises LogWriteError; writes succeed again once space returns. Any ot
 flush or undo raises LogDirectoryError: the log's state on disk is unknown, and its owner takes
 the log directory offline (`take_offline`), after which appends and reads refuse with
 KAFKA_STORAGE_ERROR until a restart recovers the log from disk.
+
+Producer state (kept by the broker, which sets `producer_state_source`) is snapshotted when a
+segment rolls on append and at close; aborted transactions go to the `.txnindex` of the segment
+holding their ABORT marker (`index_aborted_txn`), and read_committed fetches collect them from
+there (`collect_aborted_txns`). `txn_state.py` decides which of these files a load trusts and
+where the replay of producer state starts.
 
 Thread-safety: every public method holds the log's lock, so background tasks (retention,
 compaction, flush) may run on a scheduler thread while one owner appends and reads.
@@ -59,15 +65,20 @@ from weir.storage.files import (
     INDEX_SUFFIX,
     LEADER_EPOCH_CHECKPOINT,
     LOG_SUFFIX,
+    PRODUCER_SNAPSHOT_SUFFIX,
     SEGMENT_SUFFIXES,
     SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
     TRANSACTIONS_MARKER,
+    TXN_INDEX_SUFFIX,
     parse_base_offset,
     segment_path,
 )
 from weir.storage.leader_epoch import LeaderEpochCache
+from weir.storage.producer_snapshot import ProducerSnapshots
 from weir.storage.segment import FileSlice, LogSegment
+from weir.storage.txn_index import AbortedTxn
+from weir.storage.txn_state import ProducerStateReplay, ProducerStateSource, TransactionFiles
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +108,8 @@ class LoadReport:
 
     recovered_segments: int = 0
     truncated_bytes: int = 0
+    #: batches read to rebuild producer state (those after the snapshot it started from)
+    replayed_batches: int = 0
     problems: list[str] = field(default_factory=list)
 
 
@@ -136,9 +149,14 @@ class PartitionLog:
         self.replicated = False
         #: whether transactional batches were ever appended here (a marker file says so)
         self.has_transactions = (directory / TRANSACTIONS_MARKER).exists()
+        self._txn_files = TransactionFiles(directory, self.load_report.problems)
         self._load(clean_shutdown)
         self.log_end_offset = self.active_segment.next_offset()
         self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+        ends = [self._segment_end(i) for i in range(len(self.segments))]
+        self._txn_files.check_at_load(
+            self.segments, ends, self.log_end_offset, None if clean_shutdown else recovery_point
+        )
         self.recovery_point = self.log_end_offset  # clean, or recovered segments were fsynced
         self.high_watermark = self.log_end_offset
         self._restored_high_watermark = (
@@ -178,7 +196,7 @@ class PartitionLog:
     def _remove_orphan_indexes(self) -> None:
         """Index files whose log is gone (a crash between the renames of one segment's files)."""
         logs = {p.name.split(".", 1)[0] for p in self.directory.glob(f"*{LOG_SUFFIX}")}
-        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
             for path in self.directory.glob(f"*{suffix}"):
                 if path.name.split(".", 1)[0] not in logs:
                     self.load_report.problems.append(f"removed {path.name}: its log is gone")
@@ -208,7 +226,7 @@ class PartitionLog:
     def _unlink_segment_files(self, base_offset: int) -> None:
         name = f"{base_offset:020d}"
         for path in self.directory.glob(f"{name}.*"):
-            if not path.name.endswith(SWAP_SUFFIX):
+            if not path.name.endswith((SWAP_SUFFIX, PRODUCER_SNAPSHOT_SUFFIX)):
                 path.unlink(missing_ok=True)
 
     def _check_segments(self, clean_shutdown: bool) -> None:
@@ -273,6 +291,20 @@ class PartitionLog:
     @property
     def size(self) -> int:
         return sum(s.size for s in self.segments)
+
+    @property
+    def snapshots(self) -> ProducerSnapshots:
+        return self._txn_files.snapshots
+
+    @property
+    def producer_state_source(self) -> ProducerStateSource | None:
+        """What the log snapshots when a segment rolls on append and at close (its owner's
+        producer state); None: no snapshots are taken."""
+        return self._txn_files.source
+
+    @producer_state_source.setter
+    def producer_state_source(self, source: ProducerStateSource | None) -> None:
+        self._txn_files.source = source
 
     @property
     def latest_epoch(self) -> int:
@@ -351,7 +383,10 @@ class PartitionLog:
     def _maybe_roll(self, size: int, max_timestamp: int, last_offset: int) -> LogSegment:
         active = self.active_segment
         if active.should_roll(size, max_timestamp, last_offset):
-            return self._roll()
+            segment = self._roll()
+            if segment is not active:
+                self._snapshot_at_roll()
+            return segment
         return active
 
     def roll(self) -> LogSegment:
@@ -374,6 +409,38 @@ class PartitionLog:
         self._directory_unsynced = True
         self._scheduler.schedule(f"sync-{self.directory.name}", self.sync_directory, 0)
         return segment
+
+    def _snapshot_at_roll(self) -> None:
+        """Producer state as of the new segment's base offset; fsynced on the scheduler (a
+        crash before then leaves a torn file, which a load detects and skips)."""
+        offset = self.log_end_offset
+        try:
+            if not self._txn_files.snapshot(offset, sync=False):
+                return
+        except OSError as exc:
+            log.warning("%s: no producer snapshot at %d: %s", self.directory.name, offset, exc)
+            return
+        self._scheduler.schedule(
+            f"snapshot-{self.directory.name}-{offset}", lambda: self._sync_snapshot(offset), 0
+        )
+
+    def _sync_snapshot(self, offset: int) -> None:
+        """A durable snapshot vouches for the `.txnindex` entries below it, so those are synced
+        first (under the lock; rarely any). The snapshot itself is synced without the lock:
+        appends go on meanwhile, and one deleted meanwhile is simply not synced."""
+        try:
+            with self._lock:
+                if self.closed:
+                    return
+                self._flush_txn_indexes()
+            self.snapshots.sync_file(offset)
+        except OSError as exc:
+            log.warning("%s: producer snapshot %d not synced: %s", self.directory.name, offset,
+                        exc)  # fmt: skip
+
+    def _flush_txn_indexes(self) -> None:
+        for segment in self.segments:
+            segment.txn_index.flush()
 
     def sync_directory(self) -> None:
         """Make new segments' directory entries durable: on the scheduler after a roll (as
@@ -418,6 +485,7 @@ class PartitionLog:
         try:
             for segment in self.segments[start:]:
                 diskio.sync(segment.fd, diskio.SEGMENT, data_only=True)
+            self._flush_txn_indexes()
         except OSError as exc:
             raise LogDirectoryError(f"{self.directory.name}: flush failed: {exc}") from exc
         self._sync_directory()
@@ -495,8 +563,9 @@ class PartitionLog:
         ABORT; None for other batches): only control batches are read whole."""
         with self._lock:
             segments = list(self.segments[self._segment_index_for(start_offset) :])
-        for segment in segments:
-            for located in segment.batches():
+        for i, segment in enumerate(segments):
+            position = segment.offset_index.lookup(start_offset)[1] if i == 0 else 0
+            for located in segment.batches(position):
                 if located.last_offset < start_offset:
                     continue
                 fields = BatchHeader(os.pread(segment.fd, HEADER_SIZE, located.position)).fields()
@@ -505,6 +574,53 @@ class PartitionLog:
                     whole = BatchHeader(os.pread(segment.fd, located.size, located.position))
                     commit = marker_commits(whole)
                 yield fields, commit
+
+    # ---- transactions and producer state --------------------------------------------------------
+
+    def index_aborted_txn(self, txn: AbortedTxn) -> None:
+        """Record an aborted transaction in the `.txnindex` of the segment holding its marker
+        (appended already). LogDirectoryError if it cannot be written."""
+        with self._lock:
+            self._check_online()
+            segment = self.segments[self._segment_index_for(txn.last_offset)]
+            try:
+                self._txn_files.index_aborted(segment, txn)
+            except OSError as exc:
+                raise LogDirectoryError(
+                    f"{self.directory.name}: aborted transaction not indexed: {exc}"
+                ) from exc
+
+    def collect_aborted_txns(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """The aborted transactions with records in [fetch_offset, upper_bound), from the
+        indexes of the fetch offset's segment on, until one says no later one can add any."""
+        with self._lock:
+            segments = self.segments[self._segment_index_for(fetch_offset) :]
+            return TransactionFiles.collect(segments, fetch_offset, upper_bound)
+
+    def producer_state_replay(self) -> ProducerStateReplay:
+        """How to rebuild producer state: from the newest sound snapshot (or the log's start,
+        see `txn_state.py`), replaying the batches after it."""
+        with self._lock:
+            snapshot, start = self._txn_files.replay_from(
+                self.segments, self.log_end_offset, self.has_transactions
+            )
+            batches = self._counted(self.batch_headers_and_markers(start))
+            return ProducerStateReplay(snapshot, start, batches)
+
+    def _counted(
+        self, batches: Iterator[tuple[HeaderFields, bool | None]]
+    ) -> Iterator[tuple[HeaderFields, bool | None]]:
+        for batch in batches:
+            self.load_report.replayed_batches += 1
+            yield batch
+
+    def take_producer_snapshot(self) -> None:
+        """Snapshot producer state at the log end offset, durably (after a load that replayed
+        batches, and at close). OSError if it cannot be written."""
+        with self._lock:
+            if self.offline_reason is None and self.producer_state_source is not None:
+                self._flush_txn_indexes()
+                self._txn_files.snapshot(self.log_end_offset, sync=True)
 
     # ---- offsets by time ----------------------------------------------------------------------
 
@@ -546,6 +662,7 @@ class PartitionLog:
             while self.active_segment.base_offset >= offset:
                 self.segments.pop().delete()
             self.active_segment.truncate_to(offset)
+            self.snapshots.delete_above(offset)
             self.active_segment.make_active()
             self._after_truncation(self.active_segment.next_offset())
 
@@ -556,6 +673,7 @@ class PartitionLog:
     def _truncate_fully(self, offset: int) -> None:
         for segment in self.segments:
             segment.delete()
+        self.snapshots.delete_all()
         self.segments = [self._new_segment(offset)]
         self.log_start_offset = offset
         self.epoch_cache.clear()
@@ -618,6 +736,7 @@ class PartitionLog:
             if doomed:
                 self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
                 self.epoch_cache.truncate_from_start(self.log_start_offset)
+                self.snapshots.delete_below(self.segments[0].base_offset)
             return len(doomed)
 
     def _segments_to_delete(self, retention: bool) -> list[LogSegment]:
@@ -657,6 +776,7 @@ class PartitionLog:
         """Swap compacted output in for `old` (a run of non-active segments), crash-safely:
         `.cleaned` -> `.swap` (commit point), old -> `.deleted`, `.swap` -> live."""
         with self._lock:
+            cleaned.txn_index.replace([t for s in old for t in s.txn_index.entries()])
             cleaned.flush()
             cleaned.change_transit(SWAP_SUFFIX)
             fsync_directory(self.directory)
@@ -680,12 +800,19 @@ class PartitionLog:
             if self.offline_reason is not None:
                 self._close_segments()
                 return
+            self._snapshot_at_close()
             try:
                 self._flush()
                 for segment in self.segments:
                     self._finish_segment(segment)
             finally:
                 self._close_segments()
+
+    def _snapshot_at_close(self) -> None:
+        try:
+            self.take_producer_snapshot()
+        except OSError as exc:  # the next load replays from an older snapshot instead
+            log.warning("%s: no producer snapshot at close: %s", self.directory.name, exc)
 
     def _finish_segment(self, segment: LogSegment) -> None:
         try:

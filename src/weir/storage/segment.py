@@ -1,4 +1,5 @@
-"""One segment: a `.log` file of whole record batches plus its offset and time indexes.
+"""One segment: a `.log` file of whole record batches plus its offset and time indexes, and
+the index of transactions aborted in it (`.txnindex`, see `txn_index.py`).
 
 The `.log` file is the batches exactly as appended (after offset assignment), back to back, each
 `12 + batch_length` bytes; nothing else. Positions handed out by reads are always batch starts.
@@ -24,8 +25,15 @@ from weir.records import HEADER_SIZE, LOG_OVERHEAD, MAGIC_V2, BatchHeader
 from weir.records.record import iter_records
 from weir.storage.config import LogConfig
 from weir.storage.errors import CorruptIndexError, LogDirectoryError
-from weir.storage.files import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_path
+from weir.storage.files import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    segment_path,
+)
 from weir.storage.index import OffsetIndex, TimeIndex
+from weir.storage.txn_index import TransactionIndex
 
 log = logging.getLogger(__name__)
 
@@ -131,6 +139,9 @@ class LogSegment:
         except BaseException:
             os.close(self.fd)
             raise
+        self.txn_index = TransactionIndex(
+            segment_path(directory, base_offset, TXN_INDEX_SUFFIX, transit), base_offset
+        )
         self.bytes_since_last_index_entry = 0
         last_time = self.time_index.last_entry
         self.max_timestamp, self.offset_of_max_timestamp = last_time or (-1, base_offset)
@@ -401,6 +412,7 @@ class LogSegment:
         position = batch.position
         self.offset_index.truncate_to(batch.base_offset)
         self.time_index.truncate_to(batch.base_offset)
+        self.txn_index.truncate_to(batch.base_offset)
         removed = self.size - position
         diskio.truncate(self.fd, position, diskio.SEGMENT)
         self.size = position
@@ -459,9 +471,10 @@ class LogSegment:
         diskio.sync(self.fd, diskio.SEGMENT)
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def change_transit(self, transit: str) -> None:
-        """Rename all three files to carry `transit` (e.g. "", ".swap", ".deleted")."""
+        """Rename all its files to carry `transit` (e.g. "", ".swap", ".deleted")."""
         new_log = segment_path(self.directory, self.base_offset, LOG_SUFFIX, transit)
         os.rename(self.log_path, new_log)
         self.log_path = new_log
@@ -470,6 +483,8 @@ class LogSegment:
             (self.time_index, TIME_INDEX_SUFFIX),
         ):
             index.rename(segment_path(self.directory, self.base_offset, suffix, transit))
+        txn_path = segment_path(self.directory, self.base_offset, TXN_INDEX_SUFFIX, transit)
+        self.txn_index.rename(txn_path)
         self.transit = transit
 
     def pin(self) -> None:
@@ -500,6 +515,7 @@ class LogSegment:
         self.log_path.unlink(missing_ok=True)
         self.offset_index.path.unlink(missing_ok=True)
         self.time_index.path.unlink(missing_ok=True)
+        self.txn_index.delete()
 
     def __repr__(self) -> str:
         return f"LogSegment({self.log_path.name}, size={self.size})"

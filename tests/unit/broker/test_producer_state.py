@@ -1,6 +1,7 @@
 """Idempotent producer checks: retries of the last five batches are answered, not appended.
-Transactions: open ones bound the last stable offset; aborted ones are listed for
-read_committed fetches."""
+Transactions: open ones bound the last stable offset; an ABORT marker yields the entry for the
+log's aborted-transaction index. Snapshots: the state restored from its snapshot entries goes on
+checking sequences and bounding the last stable offset."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from weir.broker.producer_state import (
     ProducerStateManager,
 )
 from weir.records import BatchHeader, BatchSpec, HeaderFields, Record, build_batch
+from weir.storage.producer_snapshot import decode_snapshot, encode_snapshot
+from weir.storage.txn_index import AbortedTxn
 
 
 def fields(
@@ -110,19 +113,19 @@ def test_open_transactions_bound_the_last_stable_offset() -> None:
     assert state.first_unstable_offset() is None
 
 
-def test_aborted_transactions_are_listed_for_the_ranges_they_touch() -> None:
+def test_an_abort_marker_yields_the_index_entry_with_the_last_stable_offset() -> None:
     state = ProducerStateManager()
     appended(state, fields(7, 0, 0, transactional=True), 10)
-    state.record(fields(7, 0, -1, count=1, control=True), 12, commit=False)
-    appended(state, fields(8, 0, 0, transactional=True), 13)
-    state.record(fields(8, 0, -1, count=1, control=True), 15, commit=True)
+    appended(state, fields(8, 0, 0, transactional=True), 12)
+    assert state.record(fields(8, 0, -1, count=1, control=True), 14, commit=True) is None
+    # 7's abort leaves nothing open: the partition is stable right after its marker
+    aborted = state.record(fields(7, 0, -1, count=1, control=True), 15, commit=False)
+    assert aborted == AbortedTxn(producer_id=7, first_offset=10, last_offset=15,
+                                 last_stable_offset=16)  # fmt: skip
     appended(state, fields(9, 0, 0, transactional=True), 16)
-    state.record(fields(9, 0, -1, count=1, control=True), 18, commit=False)
-    assert [(a.producer_id, a.first_offset) for a in state.aborted_between(0, 100)] == [
-        (7, 10), (9, 16)]  # fmt: skip
-    assert [a.producer_id for a in state.aborted_between(13, 16)] == []
-    assert [a.producer_id for a in state.aborted_between(12, 13)] == [7]
-    assert [a.producer_id for a in state.aborted_between(17, 30)] == [9]
+    appended(state, fields(7, 0, 2, transactional=True), 18)
+    aborted = state.record(fields(7, 0, -1, count=1, control=True), 20, commit=False)
+    assert aborted == AbortedTxn(7, 18, 20, 16)  # 9's transaction is still open at 16
 
 
 def test_a_fencing_marker_raises_the_epoch_and_refuses_the_old_producer() -> None:
@@ -142,4 +145,57 @@ def test_markers_and_state_are_rebuilt_from_the_log() -> None:
         (fields(8, 0, 0, base=3, transactional=True), None),
     ])  # fmt: skip
     assert state.first_unstable_offset() == 3
-    assert [(a.producer_id, a.first_offset, a.last_offset) for a in state.aborted] == [(7, 0, 2)]
+
+
+def test_loading_returns_the_aborted_transactions_met() -> None:
+    state = ProducerStateManager()
+    aborted = state.load([
+        (fields(7, 0, 0, base=0, transactional=True), None),
+        (fields(7, 0, -1, count=1, base=2, control=True), False),
+        (fields(8, 0, 0, base=3, transactional=True), None),
+    ])  # fmt: skip
+    assert aborted == [AbortedTxn(7, 0, 2, 3)]
+
+
+# ---- snapshots ---------------------------------------------------------------------------------
+
+
+def _through_a_snapshot(state: ProducerStateManager) -> ProducerStateManager:
+    return ProducerStateManager.restored(decode_snapshot(encode_snapshot(state.snapshot_entries())))
+
+
+def test_sequence_checks_go_on_from_a_snapshot() -> None:
+    state = ProducerStateManager()
+    for i in range(3):
+        appended(state, fields(7, 2, 10 * i, count=10), 100 + 10 * i)
+    restored = _through_a_snapshot(state)
+    duplicate = restored.check(fields(7, 2, 20, count=10))  # a retry of the last batch
+    assert duplicate is not None and (duplicate.first_offset, duplicate.last_offset) == (120, 129)
+    with pytest.raises(ProducerStateError) as gap:
+        restored.check(fields(7, 2, 31, count=1))
+    assert gap.value.error_code == OUT_OF_ORDER_SEQUENCE_NUMBER
+    with pytest.raises(ProducerStateError) as fenced:
+        restored.check(fields(7, 1, 30, count=1))
+    assert fenced.value.error_code == INVALID_PRODUCER_EPOCH
+    assert restored.check(fields(7, 2, 30, count=1)) is None
+    assert restored.producers[7].last_timestamp == state.producers[7].last_timestamp
+
+
+def test_a_wrapped_sequence_survives_a_snapshot() -> None:
+    state = ProducerStateManager()
+    appended(state, fields(7, 0, MAX_SEQUENCE - 1, count=4), 0)  # MAX-1, MAX, 0, 1
+    restored = _through_a_snapshot(state)
+    duplicate = restored.check(fields(7, 0, MAX_SEQUENCE - 1, count=4))
+    assert duplicate is not None and duplicate.first_offset == 0
+    assert restored.check(fields(7, 0, 2, count=1)) is None
+
+
+def test_open_transactions_and_marker_only_producers_survive_a_snapshot() -> None:
+    state = ProducerStateManager()
+    appended(state, fields(7, 0, 0, transactional=True), 10)
+    state.record(fields(8, 3, -1, count=1, control=True), 12, commit=False)  # fencing marker
+    restored = _through_a_snapshot(state)
+    assert restored.first_unstable_offset() == 10
+    assert restored.producers[8].epoch == 3 and not restored.producers[8].batches
+    aborted = restored.record(fields(7, 0, -1, count=1, control=True), 13, commit=False)
+    assert aborted == AbortedTxn(7, 10, 13, 14)
