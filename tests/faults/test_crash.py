@@ -55,7 +55,7 @@ from weir.storage.files import (
 )
 
 WRITER = Path(__file__).with_name("crash_writer.py")
-ROUNDS = 70
+ROUNDS = 40
 SEED = 20261121
 ACK_TIMEOUT_S = 60.0
 AIM_EVERY = 2  # every other kill is aimed at the write of a huge batch

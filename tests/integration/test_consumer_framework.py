@@ -707,7 +707,7 @@ def sink_offsets_of(
 
 # ---- kill -9 ---------------------------------------------------------------------------------
 
-KILL_ROUNDS = 20
+KILL_ROUNDS = 12
 KILL_PARTITIONS = 6
 KILL_INSTANCES = 3
 PRODUCE_EVERY_S = 0.05
