@@ -38,6 +38,7 @@ from confluent_kafka.admin import (
     NewTopic,
 )
 
+from weir.cli.kafka_errors import error_line, fail, kafka_error, librdkafka_logger
 from weir.protocol.client_settings import (
     ClientSettingsError,
     client_settings,
@@ -192,14 +193,16 @@ def client_config(args: argparse.Namespace, **extra: Any) -> dict[str, Any]:
     return {
         "bootstrap.servers": args.bootstrap_server,
         "log_level": 0,
+        "logger": librdkafka_logger(),
         **extra,
         **security_settings(args),
     }
 
 
 def admin_client(args: argparse.Namespace) -> AdminClient:
-    """An admin client that has reached the cluster (see `connected`)."""
-    return connected(AdminClient, client_config(args))
+    """An admin client that has reached the cluster (see `connected`). Its metadata requests
+    never create the topics they name."""
+    return connected(AdminClient, client_config(args, **{"allow.auto.create.topics": False}))
 
 
 def connected(make: Callable[[dict[str, Any]], _Client], config: dict[str, Any]) -> _Client:
@@ -224,11 +227,6 @@ def connected(make: Callable[[dict[str, Any]], _Client], config: dict[str, Any])
         client.poll(0)  # serves error_cb
         if refusals:
             raise KafkaException(refusals[0])
-
-
-def _fail(exc: KafkaException) -> int:
-    print(f"weir: {exc.args[0].str() if exc.args else exc}", file=sys.stderr)
-    return 1
 
 
 def run_topic_create(args: argparse.Namespace) -> int:
@@ -258,7 +256,7 @@ def run_topic_create(args: argparse.Namespace) -> int:
     try:
         admin.create_topics([topic], request_timeout=ADMIN_TIMEOUT)[args.name].result()
     except KafkaException as exc:
-        return _fail(exc)
+        return fail(exc)
     print(f"created topic {args.name}")
     return 0
 
@@ -272,11 +270,12 @@ def run_topic_list(args: argparse.Namespace) -> int:
 
 def run_topic_describe(args: argparse.Namespace) -> int:
     admin = admin_client(args)
-    topics = admin.list_topics(timeout=ADMIN_TIMEOUT).topics
-    if args.name is not None:
-        metadata = topics.get(args.name)
+    if args.name is None:
+        topics = admin.list_topics(timeout=ADMIN_TIMEOUT).topics
+    else:
+        metadata = admin.list_topics(args.name, timeout=ADMIN_TIMEOUT).topics.get(args.name)
         if metadata is None or metadata.error is not None:
-            print(f"weir: topic {args.name!r} not found", file=sys.stderr)
+            _topic_missing(args.name, metadata)
             return 1
         topics = {args.name: metadata}
     for name in sorted(topics):
@@ -291,7 +290,7 @@ def run_topic_describe(args: argparse.Namespace) -> int:
             try:
                 configs = admin.describe_configs([resource])[resource].result()
             except KafkaException as exc:
-                return _fail(exc)
+                return fail(exc)
             overrides = {k: v.value for k, v in sorted(configs.items()) if not v.is_default}
             print(
                 f"Topic: {name}\tPartitions: {len(metadata.partitions)}\tConfigs: "
@@ -306,12 +305,20 @@ def run_topic_describe(args: argparse.Namespace) -> int:
     return 0
 
 
+def _topic_missing(name: str, metadata: Any) -> None:
+    """Report a topic the cluster did not describe: its error (UNKNOWN_TOPIC_OR_PARTITION,
+    TOPIC_AUTHORIZATION_FAILED) in one line."""
+    error = metadata.error if metadata is not None else None
+    reason = error_line(error) if error is not None else "UNKNOWN_TOPIC_OR_PARTITION"
+    print(f"weir: {reason} (topic {name!r})", file=sys.stderr)
+
+
 def run_topic_delete(args: argparse.Namespace) -> int:
     admin = admin_client(args)
     try:
         admin.delete_topics([args.name], request_timeout=ADMIN_TIMEOUT)[args.name].result()
     except KafkaException as exc:
-        return _fail(exc)
+        return fail(exc)
     print(f"deleted topic {args.name}")
     return 0
 
@@ -333,23 +340,46 @@ def run_topic_alter(args: argparse.Namespace) -> int:
             resource = ConfigResource("topic", args.name, incremental_configs=entries)
             admin.incremental_alter_configs([resource])[resource].result()
     except KafkaException as exc:
-        return _fail(exc)
+        return fail(exc)
     print(f"altered topic {args.name}")
     return 0
 
 
 def run_produce(args: argparse.Namespace) -> int:
+    """Send stdin's lines. A record the cluster refuses, or a fatal producer error (an
+    idempotent producer without IdempotentWrite), ends it with one line naming Kafka's error."""
     producer = connected(Producer, client_config(
         args, acks=args.acks, **{"compression.type": args.compression,
                                  "enable.idempotence": args.acks in ("all", "-1"),
                                  "linger.ms": 5},
     ))  # fmt: skip
-    failures: list[str] = []
+    failures: list[KafkaError] = []
 
-    def delivered(error: Any, _message: Any) -> None:
+    def delivered(error: KafkaError | None, _message: Any) -> None:
         if error is not None:
-            failures.append(str(error))
+            failures.append(error)
 
+    try:
+        sent = _send_lines(producer, args, delivered)
+        remaining = producer.flush(ADMIN_TIMEOUT)
+    except (KafkaException, SystemError) as exc:
+        if kafka_error(exc) is None:
+            raise
+        return fail(exc)
+    if failures or remaining:
+        reason = error_line(failures[0]) if failures else "not delivered in time"
+        print(
+            f"weir: {reason} ({len(failures) + remaining} of {sent} records not delivered)",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+def _send_lines(
+    producer: Producer, args: argparse.Namespace, delivered: Callable[..., None]
+) -> int:
+    """Produce each stdin line as a record; how many were sent."""
     headers = list(_pairs(args.header).items())
     stdin: BinaryIO = sys.stdin.buffer
     sent = 0
@@ -362,14 +392,7 @@ def run_produce(args: argparse.Namespace) -> int:
             options["partition"] = args.partition
         _produce(producer, args.topic, options)
         sent += 1
-    remaining = producer.flush(ADMIN_TIMEOUT)
-    if failures or remaining:
-        print(
-            f"weir: {len(failures) + remaining} of {sent} records failed: {failures[:1]}",
-            file=sys.stderr,
-        )
-        return 1
-    return 0
+    return sent
 
 
 def _produce(producer: Producer, topic: str, options: dict[str, Any]) -> None:
@@ -396,9 +419,9 @@ def run_consume(args: argparse.Namespace) -> int:
         "auto.offset.reset": "earliest" if args.from_beginning else "latest",
     }
     consumer = connected(Consumer, client_config(args, **settings))
-    metadata = consumer.list_topics(timeout=ADMIN_TIMEOUT).topics.get(args.topic)
+    metadata = consumer.list_topics(args.topic, timeout=ADMIN_TIMEOUT).topics.get(args.topic)
     if metadata is None or metadata.error is not None:
-        print(f"weir: topic {args.topic!r} not found", file=sys.stderr)
+        _topic_missing(args.topic, metadata)
         consumer.close()
         return 1
     partitions = args.partition or sorted(metadata.partitions)
@@ -430,7 +453,7 @@ def _print_records(consumer: Consumer, args: argparse.Namespace, partitions: set
                 if args.exit_at_end and at_end >= partitions:
                     break
                 continue
-            print(f"weir: {error.str()}", file=sys.stderr)
+            print(f"weir: {error_line(error)}", file=sys.stderr)
             return 1
         at_end.discard(message.partition() or 0)
         if args.print_key:

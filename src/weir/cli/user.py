@@ -27,6 +27,7 @@ from confluent_kafka.admin import (
 
 from weir.broker.security.credentials import Deletion, ScramCredentialStore, Upsertion
 from weir.broker.security.scram import MAX_ITERATIONS, MECHANISMS, MIN_ITERATIONS
+from weir.cli import kafka_errors
 from weir.cli.clients import ADMIN_TIMEOUT, add_bootstrap, add_client_settings, admin_client
 
 DEFAULT_ITERATIONS = 4096
@@ -182,6 +183,4 @@ def _password(args: argparse.Namespace) -> str:
 
 
 def _fail(exc: KafkaException) -> int:
-    error = exc.args[0] if exc.args else exc
-    print(f"weir: {error.str() if hasattr(error, 'str') else error}", file=sys.stderr)
-    return 1
+    return kafka_errors.fail(exc)
