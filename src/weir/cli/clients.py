@@ -49,10 +49,14 @@ from weir.protocol.client_settings import (
 DEFAULT_BOOTSTRAP = "localhost:9092"
 ADMIN_TIMEOUT = 30
 CONNECT_POLL_S = 0.5
+#: how long a topic may stay unknown before produce and consume give up on it
+TOPIC_PROPAGATION_S = 2
 #: errors that retrying will not mend: the broker refused the TLS handshake or the credentials
 _REFUSALS = frozenset(
     {KafkaError._AUTHENTICATION, KafkaError._SSL, KafkaError.SASL_AUTHENTICATION_FAILED}
 )
+#: a topic's errors that may pass: it is being created, or its leader elected
+_NOT_YET = frozenset({KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.LEADER_NOT_AVAILABLE})
 _Client = TypeVar("_Client", AdminClient, Consumer, Producer)
 
 
@@ -305,6 +309,25 @@ def run_topic_describe(args: argparse.Namespace) -> int:
     return 0
 
 
+def _topic_metadata(client: Producer | Consumer, topic: str) -> Any:
+    """The topic's metadata, or None once it has been reported missing or refused: at once
+    when the client may not describe it, after TOPIC_PROPAGATION_S when it stays unknown (a
+    topic just created may not have reached the broker asked yet). librdkafka alone would
+    hold the records for topic.metadata.propagation.max.ms, or wait for ever to consume."""
+    deadline = time.monotonic() + TOPIC_PROPAGATION_S
+    late = False
+    while True:
+        metadata = client.list_topics(topic, timeout=ADMIN_TIMEOUT).topics.get(topic)
+        error = metadata.error if metadata is not None else None
+        if error is None or (error.code() == KafkaError.LEADER_NOT_AVAILABLE and late):
+            return metadata  # a leader being elected: librdkafka waits for it
+        if error.code() not in _NOT_YET or late:
+            _topic_missing(topic, metadata)
+            return None
+        time.sleep(CONNECT_POLL_S)
+        late = time.monotonic() > deadline
+
+
 def _topic_missing(name: str, metadata: Any) -> None:
     """Report a topic the cluster did not describe: its error (UNKNOWN_TOPIC_OR_PARTITION,
     TOPIC_AUTHORIZATION_FAILED) in one line."""
@@ -353,6 +376,8 @@ def run_produce(args: argparse.Namespace) -> int:
                                  "enable.idempotence": args.acks in ("all", "-1"),
                                  "linger.ms": 5},
     ))  # fmt: skip
+    if _topic_metadata(producer, args.topic) is None:
+        return 1
     failures: list[KafkaError] = []
 
     def delivered(error: KafkaError | None, _message: Any) -> None:
@@ -363,9 +388,10 @@ def run_produce(args: argparse.Namespace) -> int:
         sent = _send_lines(producer, args, delivered)
         remaining = producer.flush(ADMIN_TIMEOUT)
     except (KafkaException, SystemError) as exc:
-        if kafka_error(exc) is None:
+        error = kafka_error(exc)
+        if error is None:
             raise
-        return fail(exc)
+        return fail(_fatal_error(producer) if error.code() == KafkaError._FATAL else exc)
     if failures or remaining:
         reason = error_line(failures[0]) if failures else "not delivered in time"
         print(
@@ -374,6 +400,16 @@ def run_produce(args: argparse.Namespace) -> int:
         )
         return 1
     return 0
+
+
+def _fatal_error(producer: Producer) -> BaseException:
+    """The fatal error that stopped the producer, as serving its events raises it (produce
+    itself only says _FATAL)."""
+    try:
+        producer.poll(0)
+    except (KafkaException, SystemError) as exc:
+        return exc
+    return KafkaException(KafkaError(KafkaError._FATAL))
 
 
 def _send_lines(
@@ -419,9 +455,8 @@ def run_consume(args: argparse.Namespace) -> int:
         "auto.offset.reset": "earliest" if args.from_beginning else "latest",
     }
     consumer = connected(Consumer, client_config(args, **settings))
-    metadata = consumer.list_topics(args.topic, timeout=ADMIN_TIMEOUT).topics.get(args.topic)
-    if metadata is None or metadata.error is not None:
-        _topic_missing(args.topic, metadata)
+    metadata = _topic_metadata(consumer, args.topic)
+    if metadata is None:
         consumer.close()
         return 1
     partitions = args.partition or sorted(metadata.partitions)

@@ -141,7 +141,8 @@ def authorized_operations(broker: BrokerContext, resource_type: ResourceType, na
     """KIP-430: the bit field of the operations the client may do on the resource, among
     those its type supports (all of them without an authorizer)."""
     supported = SUPPORTED_OPERATIONS[resource_type]
-    return operations_bit_field(op for op in supported if broker.authorized(op, resource_type, name))
+    allowed = (op for op in supported if broker.authorized(op, resource_type, name))
+    return operations_bit_field(allowed)
 
 
 def cluster_operations(broker: BrokerContext) -> int:
