@@ -34,6 +34,8 @@ LIBRDKAFKA_LOG = logging.getLogger("weir.agent.librdkafka")
 
 METADATA_TIMEOUT_S = 5.0
 ABANDON_GRACE_S = 5.0
+#: the pause before a producer replaced after a fatal error may be refused in turn
+FATAL_RETRY_S = 1.0
 _LEADER_WAIT_S = 0.2
 
 
@@ -137,6 +139,7 @@ class KafkaLink:
         self._closed = threading.Event()
         self._answered: bool | None = None  # None until the cluster was first asked
         self._refusal: KafkaError | None = None  # the cluster's refusal, until it accepts
+        self._reported: set[int] = set()  # the refusals logged since it last accepted
         self._poller = threading.Thread(target=self._poll_loop, name="weir-agent-poll", daemon=True)
         self._poller.start()
 
@@ -159,16 +162,18 @@ class KafkaLink:
         return describe(refusal) if refusal is not None else None
 
     def _refused_by_cluster(self, error: KafkaError) -> None:
-        """Note a refusal; logged when it starts (or changes kind), not on every retry."""
-        before, self._refusal = self._refusal, error
+        """Note a refusal; each kind logged once until the cluster accepts, not on every retry."""
+        self._refusal = error
         _QUIET.refused.add(id(self))
-        if before is None or before.code() != error.code():
+        if error.code() not in self._reported:
+            self._reported.add(error.code())
             log.error("the cluster refuses the agent: %s; events stay queued and are retried",
                       describe(error))  # fmt: skip
 
     def _accepted(self) -> None:
         if self._refusal is not None:
             self._refusal = None
+            self._reported.clear()
             _QUIET.refused.discard(id(self))
             log.warning("the cluster accepts the agent again; sending the queued events")
 
@@ -211,6 +216,8 @@ class KafkaLink:
                 abandon = None
             if time.monotonic() > deadline:
                 raise DeliveryFailed(f"no acknowledgement within {timeout_s:.0f}s")
+            if self._producer is not producer:  # replaced after a fatal error: send again
+                raise DeliveryFailed("the producer stopped on a fatal error")
         if pending.error is not None:
             self._check_fatal(producer, pending.error)
             self._note(pending.error)
@@ -284,7 +291,10 @@ class KafkaLink:
         if error.fatal():
             with self._lock:
                 if self._producer is producer:
-                    log.warning("fatal producer error %s; starting a new producer", error.str())
+                    # a refusal the link reports already (once) is not worth a line per retry
+                    level = logging.DEBUG if self._refusal is error else logging.WARNING
+                    log.log(level, "fatal producer error %s; starting a new producer",
+                            error.str())  # fmt: skip
                     self._producer = Producer(self._config)
 
     def _poll_loop(self) -> None:
@@ -300,6 +310,7 @@ class KafkaLink:
                     raise
                 self._note(error)
                 self._check_fatal(producer, error)
+                self._closed.wait(FATAL_RETRY_S)  # the cluster may refuse the next one too
 
     def close(self, timeout_s: float = 1.0) -> None:
         """Stop; records not yet acknowledged stay in the queues and are sent after a restart."""

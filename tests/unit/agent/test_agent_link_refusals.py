@@ -47,4 +47,5 @@ def test_an_authorization_failure_has_kafkas_name_and_outlasts_metadata_answers(
     link.reachable = True  # metadata answered, the ACLs may still refuse writes
     assert link.last_error == "TOPIC_AUTHORIZATION_FAILED: Broker: no"
     link._note(KafkaError(KafkaError.CLUSTER_AUTHORIZATION_FAILED, "Broker: no"))
-    assert caplog.text.count(REFUSED) == 2  # a different refusal is worth a line
+    link._note(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED, "Broker: no"))
+    assert caplog.text.count(REFUSED) == 2  # each kind of refusal is worth one line
