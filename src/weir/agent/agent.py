@@ -497,6 +497,7 @@ class Agent:
         tailed = self.tailer.positions() if self.tailer else []
         return {
             "cluster_reachable": self._link.reachable,
+            "last_error": self._link.last_error,
             "bootstrap_server": self.config.bootstrap_server,
             "security": self.config.security(),
             "queues": [asdict(q) for q in queues],

@@ -39,6 +39,7 @@ from weir.broker.authz.acl import (
     pattern_type,
 )
 from weir.broker.authz.authorizer import order
+from weir.cli import kafka_errors
 from weir.cli.clients import ADMIN_TIMEOUT, add_bootstrap, add_client_settings, client_config
 
 Resource = tuple[ResourceType, str]
@@ -342,5 +343,4 @@ def _usage(exc: AclError) -> int:
 
 
 def _fail(exc: KafkaException) -> int:
-    print(f"weir: {exc.args[0].str() if exc.args else exc}", file=sys.stderr)
-    return 1
+    return kafka_errors.fail(exc)

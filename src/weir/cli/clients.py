@@ -38,6 +38,7 @@ from confluent_kafka.admin import (
     NewTopic,
 )
 
+from weir.cli.kafka_errors import error_line, fail, kafka_error, librdkafka_logger
 from weir.protocol.client_settings import (
     ClientSettingsError,
     client_settings,
@@ -48,10 +49,14 @@ from weir.protocol.client_settings import (
 DEFAULT_BOOTSTRAP = "localhost:9092"
 ADMIN_TIMEOUT = 30
 CONNECT_POLL_S = 0.5
+#: how long a topic may stay unknown before produce and consume give up on it
+TOPIC_PROPAGATION_S = 2
 #: errors that retrying will not mend: the broker refused the TLS handshake or the credentials
 _REFUSALS = frozenset(
     {KafkaError._AUTHENTICATION, KafkaError._SSL, KafkaError.SASL_AUTHENTICATION_FAILED}
 )
+#: a topic's errors that may pass: it is being created, or its leader elected
+_NOT_YET = frozenset({KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.LEADER_NOT_AVAILABLE})
 _Client = TypeVar("_Client", AdminClient, Consumer, Producer)
 
 
@@ -192,14 +197,16 @@ def client_config(args: argparse.Namespace, **extra: Any) -> dict[str, Any]:
     return {
         "bootstrap.servers": args.bootstrap_server,
         "log_level": 0,
+        "logger": librdkafka_logger(),
         **extra,
         **security_settings(args),
     }
 
 
 def admin_client(args: argparse.Namespace) -> AdminClient:
-    """An admin client that has reached the cluster (see `connected`)."""
-    return connected(AdminClient, client_config(args))
+    """An admin client that has reached the cluster (see `connected`). Its metadata requests
+    never create the topics they name."""
+    return connected(AdminClient, client_config(args, **{"allow.auto.create.topics": False}))
 
 
 def connected(make: Callable[[dict[str, Any]], _Client], config: dict[str, Any]) -> _Client:
@@ -224,11 +231,6 @@ def connected(make: Callable[[dict[str, Any]], _Client], config: dict[str, Any])
         client.poll(0)  # serves error_cb
         if refusals:
             raise KafkaException(refusals[0])
-
-
-def _fail(exc: KafkaException) -> int:
-    print(f"weir: {exc.args[0].str() if exc.args else exc}", file=sys.stderr)
-    return 1
 
 
 def run_topic_create(args: argparse.Namespace) -> int:
@@ -258,7 +260,7 @@ def run_topic_create(args: argparse.Namespace) -> int:
     try:
         admin.create_topics([topic], request_timeout=ADMIN_TIMEOUT)[args.name].result()
     except KafkaException as exc:
-        return _fail(exc)
+        return fail(exc)
     print(f"created topic {args.name}")
     return 0
 
@@ -272,11 +274,12 @@ def run_topic_list(args: argparse.Namespace) -> int:
 
 def run_topic_describe(args: argparse.Namespace) -> int:
     admin = admin_client(args)
-    topics = admin.list_topics(timeout=ADMIN_TIMEOUT).topics
-    if args.name is not None:
-        metadata = topics.get(args.name)
+    if args.name is None:
+        topics = admin.list_topics(timeout=ADMIN_TIMEOUT).topics
+    else:
+        metadata = admin.list_topics(args.name, timeout=ADMIN_TIMEOUT).topics.get(args.name)
         if metadata is None or metadata.error is not None:
-            print(f"weir: topic {args.name!r} not found", file=sys.stderr)
+            _topic_missing(args.name, metadata)
             return 1
         topics = {args.name: metadata}
     for name in sorted(topics):
@@ -291,7 +294,7 @@ def run_topic_describe(args: argparse.Namespace) -> int:
             try:
                 configs = admin.describe_configs([resource])[resource].result()
             except KafkaException as exc:
-                return _fail(exc)
+                return fail(exc)
             overrides = {k: v.value for k, v in sorted(configs.items()) if not v.is_default}
             print(
                 f"Topic: {name}\tPartitions: {len(metadata.partitions)}\tConfigs: "
@@ -306,12 +309,39 @@ def run_topic_describe(args: argparse.Namespace) -> int:
     return 0
 
 
+def _topic_metadata(client: Producer | Consumer, topic: str) -> Any:
+    """The topic's metadata, or None once it has been reported missing or refused: at once
+    when the client may not describe it, after TOPIC_PROPAGATION_S when it stays unknown (a
+    topic just created may not have reached the broker asked yet). librdkafka alone would
+    hold the records for topic.metadata.propagation.max.ms, or wait for ever to consume."""
+    deadline = time.monotonic() + TOPIC_PROPAGATION_S
+    late = False
+    while True:
+        metadata = client.list_topics(topic, timeout=ADMIN_TIMEOUT).topics.get(topic)
+        error = metadata.error if metadata is not None else None
+        if error is None or (error.code() == KafkaError.LEADER_NOT_AVAILABLE and late):
+            return metadata  # a leader being elected: librdkafka waits for it
+        if error.code() not in _NOT_YET or late:
+            _topic_missing(topic, metadata)
+            return None
+        time.sleep(CONNECT_POLL_S)
+        late = time.monotonic() > deadline
+
+
+def _topic_missing(name: str, metadata: Any) -> None:
+    """Report a topic the cluster did not describe: its error (UNKNOWN_TOPIC_OR_PARTITION,
+    TOPIC_AUTHORIZATION_FAILED) in one line."""
+    error = metadata.error if metadata is not None else None
+    reason = error_line(error) if error is not None else "UNKNOWN_TOPIC_OR_PARTITION"
+    print(f"weir: {reason} (topic {name!r})", file=sys.stderr)
+
+
 def run_topic_delete(args: argparse.Namespace) -> int:
     admin = admin_client(args)
     try:
         admin.delete_topics([args.name], request_timeout=ADMIN_TIMEOUT)[args.name].result()
     except KafkaException as exc:
-        return _fail(exc)
+        return fail(exc)
     print(f"deleted topic {args.name}")
     return 0
 
@@ -333,23 +363,59 @@ def run_topic_alter(args: argparse.Namespace) -> int:
             resource = ConfigResource("topic", args.name, incremental_configs=entries)
             admin.incremental_alter_configs([resource])[resource].result()
     except KafkaException as exc:
-        return _fail(exc)
+        return fail(exc)
     print(f"altered topic {args.name}")
     return 0
 
 
 def run_produce(args: argparse.Namespace) -> int:
+    """Send stdin's lines. A record the cluster refuses, or a fatal producer error (an
+    idempotent producer without IdempotentWrite), ends it with one line naming Kafka's error."""
     producer = connected(Producer, client_config(
         args, acks=args.acks, **{"compression.type": args.compression,
                                  "enable.idempotence": args.acks in ("all", "-1"),
                                  "linger.ms": 5},
     ))  # fmt: skip
-    failures: list[str] = []
+    if _topic_metadata(producer, args.topic) is None:
+        return 1
+    failures: list[KafkaError] = []
 
-    def delivered(error: Any, _message: Any) -> None:
+    def delivered(error: KafkaError | None, _message: Any) -> None:
         if error is not None:
-            failures.append(str(error))
+            failures.append(error)
 
+    try:
+        sent = _send_lines(producer, args, delivered)
+        remaining = producer.flush(ADMIN_TIMEOUT)
+    except (KafkaException, SystemError) as exc:
+        error = kafka_error(exc)
+        if error is None:
+            raise
+        return fail(_fatal_error(producer) if error.code() == KafkaError._FATAL else exc)
+    if failures or remaining:
+        reason = error_line(failures[0]) if failures else "not delivered in time"
+        print(
+            f"weir: {reason} ({len(failures) + remaining} of {sent} records not delivered)",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+def _fatal_error(producer: Producer) -> BaseException:
+    """The fatal error that stopped the producer, as serving its events raises it (produce
+    itself only says _FATAL)."""
+    try:
+        producer.poll(0)
+    except (KafkaException, SystemError) as exc:
+        return exc
+    return KafkaException(KafkaError(KafkaError._FATAL))
+
+
+def _send_lines(
+    producer: Producer, args: argparse.Namespace, delivered: Callable[..., None]
+) -> int:
+    """Produce each stdin line as a record; how many were sent."""
     headers = list(_pairs(args.header).items())
     stdin: BinaryIO = sys.stdin.buffer
     sent = 0
@@ -362,14 +428,7 @@ def run_produce(args: argparse.Namespace) -> int:
             options["partition"] = args.partition
         _produce(producer, args.topic, options)
         sent += 1
-    remaining = producer.flush(ADMIN_TIMEOUT)
-    if failures or remaining:
-        print(
-            f"weir: {len(failures) + remaining} of {sent} records failed: {failures[:1]}",
-            file=sys.stderr,
-        )
-        return 1
-    return 0
+    return sent
 
 
 def _produce(producer: Producer, topic: str, options: dict[str, Any]) -> None:
@@ -396,9 +455,8 @@ def run_consume(args: argparse.Namespace) -> int:
         "auto.offset.reset": "earliest" if args.from_beginning else "latest",
     }
     consumer = connected(Consumer, client_config(args, **settings))
-    metadata = consumer.list_topics(timeout=ADMIN_TIMEOUT).topics.get(args.topic)
-    if metadata is None or metadata.error is not None:
-        print(f"weir: topic {args.topic!r} not found", file=sys.stderr)
+    metadata = _topic_metadata(consumer, args.topic)
+    if metadata is None:
         consumer.close()
         return 1
     partitions = args.partition or sorted(metadata.partitions)
@@ -430,7 +488,7 @@ def _print_records(consumer: Consumer, args: argparse.Namespace, partitions: set
                 if args.exit_at_end and at_end >= partitions:
                     break
                 continue
-            print(f"weir: {error.str()}", file=sys.stderr)
+            print(f"weir: {error_line(error)}", file=sys.stderr)
             return 1
         at_end.discard(message.partition() or 0)
         if args.print_key:

@@ -24,6 +24,7 @@ from typing import Any, NoReturn
 
 from confluent_kafka import ElectionType, KafkaError, KafkaException, TopicPartition
 
+from weir.cli import kafka_errors
 from weir.cli.clients import add_bootstrap, add_client_settings, admin_client
 from weir.cli.zookeeper import (
     LoggedProcess,
@@ -222,8 +223,7 @@ def run_elect_leaders(args: argparse.Namespace) -> int:
     try:
         results = admin.elect_leaders(kind, partitions).result()
     except KafkaException as exc:
-        print(f"weir: {exc.args[0].str() if exc.args else exc}", file=sys.stderr)
-        return 1
+        return kafka_errors.fail(exc)
     elected, not_needed, failed = [], [], []
     for tp, outcome in sorted(results.items(), key=lambda item: (item[0].topic, item[0].partition)):
         name = f"{tp.topic}-{tp.partition}"

@@ -16,6 +16,7 @@ from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaExcepti
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
 
+from weir.cli import kafka_errors
 from weir.cli.clients import (
     ADMIN_TIMEOUT,
     add_bootstrap,
@@ -145,7 +146,8 @@ def run_reset(args: argparse.Namespace) -> int:
     try:
         admin.alter_consumer_group_offsets(request)[args.group].result()
     except KafkaException as exc:
-        print(f"weir: {exc.args[0].str()} (is the group still active?)", file=sys.stderr)
+        print(f"weir: {kafka_errors.error_line(exc.args[0])} (is the group still active?)",
+              file=sys.stderr)  # fmt: skip
         return 1
     print(f"reset offsets of group {args.group}")
     return 0

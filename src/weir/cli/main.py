@@ -19,6 +19,7 @@ from weir.cli import (
     consumer,
     demo,
     groups,
+    kafka_errors,
     logformats,
     logtool,
     pipeline,
@@ -65,9 +66,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"weir: {exc}", file=sys.stderr)
         return 1
     except KafkaException as exc:
-        error = exc.args[0] if exc.args else exc
-        print(f"weir: {error.str() if hasattr(error, 'str') else error}", file=sys.stderr)
-        return 1
+        return kafka_errors.fail(exc)
+    except SystemError as exc:  # confluent-kafka's form of a fatal error (see kafka_errors)
+        if kafka_errors.kafka_error(exc) is None:
+            raise
+        return kafka_errors.fail(exc)
     return result
 
 

@@ -207,7 +207,7 @@ def run_list(args: argparse.Namespace) -> int:
         with Connection(host, port, security=security) as conn:
             response = conn.call(ApiKey.LIST_TRANSACTIONS, 1, request)
         if response.error_code is not ErrorCode.none:
-            print(f"weir: broker {node_id}: {response.error_code.name}", file=sys.stderr)
+            print(f"weir: broker {node_id}: {response.error_code.name.upper()}", file=sys.stderr)
             failed = True
         for unknown in response.unknown_state_filters:
             print(f"weir: unknown state {unknown!r}", file=sys.stderr)
@@ -227,7 +227,7 @@ def run_describe(args: argparse.Namespace) -> int:
         request = FindCoordinatorRequest(key=transactional_id, key_type=TRANSACTION_KEY)
         found = conn.call(ApiKey.FIND_COORDINATOR, 3, request)
     if found.error_code is not ErrorCode.none:
-        print(f"weir: no coordinator for {transactional_id!r}: {found.error_code.name}",
+        print(f"weir: no coordinator for {transactional_id!r}: {found.error_code.name.upper()}",
               file=sys.stderr)  # fmt: skip
         return 1
     with Connection(found.host, found.port, security=security) as conn:
@@ -235,7 +235,7 @@ def run_describe(args: argparse.Namespace) -> int:
             transactional_ids=(TransactionalId(transactional_id),)))  # fmt: skip
     [state] = response.transaction_states
     if state.error_code is not ErrorCode.none:
-        print(f"weir: {transactional_id!r}: {state.error_code.name}", file=sys.stderr)
+        print(f"weir: {transactional_id!r}: {state.error_code.name.upper()}", file=sys.stderr)
         return 1
     _print_description(found.node_id, state)
     return 0
@@ -308,7 +308,7 @@ def _topic_metadata(
     brokers = {b.node_id: (b.host, b.port) for b in metadata.brokers}
     topic = next((t for t in metadata.topics if t.name == name), None)
     if topic is None or topic.error_code is not ErrorCode.none:
-        reason = topic.error_code.name if topic is not None else "not found"
+        reason = topic.error_code.name.upper() if topic is not None else "not found"
         raise TxnToolError(f"topic {name!r}: {reason}")
     return brokers, topic
 
@@ -451,7 +451,7 @@ def _open_transaction_at(
     [state] = [p for t in response.topics for p in t.partitions]
     if state.error_code is not ErrorCode.none:
         raise TxnToolError(f"cannot read the producers of {topic}-{partition}: "
-                           f"{state.error_code.name}")  # fmt: skip
+                           f"{state.error_code.name.upper()}")  # fmt: skip
     for producer in state.active_producers:
         if producer.current_txn_start_offset == start_offset:
             return AbortSpec(topic, partition, producer.producer_id, producer.producer_epoch,

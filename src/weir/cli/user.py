@@ -37,6 +37,7 @@ from weir.broker.security.credentials import (
     Upsertion,
 )
 from weir.broker.security.scram import MAX_ITERATIONS, MECHANISMS, MIN_ITERATIONS
+from weir.cli import kafka_errors
 from weir.cli.clients import ADMIN_TIMEOUT, add_bootstrap, add_client_settings, admin_client
 from weir.cluster.metadata import MetadataError
 from weir.cluster.user_configs import ZooKeeperUserConfigs
@@ -239,6 +240,4 @@ def _password(args: argparse.Namespace) -> str:
 
 
 def _fail(exc: KafkaException) -> int:
-    error = exc.args[0] if exc.args else exc
-    print(f"weir: {error.str() if hasattr(error, 'str') else error}", file=sys.stderr)
-    return 1
+    return kafka_errors.fail(exc)

@@ -17,6 +17,7 @@ __all__ = [
     "RemoteProtocolError",
     "UnknownApiKeyError",
     "UnsupportedVersionError",
+    "client_error_name",
 ]
 
 
@@ -50,3 +51,15 @@ class UnsupportedVersionError(RemoteProtocolError):
         self.api_key = api_key
         self.api_version = api_version
         self.correlation_id = correlation_id
+
+
+def client_error_name(code: int, local_name: str) -> str:
+    """Kafka's name for an error a client library reports: the broker's own for Kafka's codes
+    (`UNKNOWN_TOPIC_OR_PARTITION`, where librdkafka says `UNKNOWN_TOPIC_OR_PART`), else the
+    library's `local_name` for its local errors (`_TRANSPORT`, `_AUTHENTICATION`, ...)."""
+    if code > 0:
+        try:
+            return ErrorCode(code).name.upper()
+        except ValueError:
+            pass
+    return local_name

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,6 +108,19 @@ IMPLIED_BY: dict[AclOperation, frozenset[AclOperation]] = {
         AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS,
     }),
 }  # fmt: skip
+
+
+#: KIP-430's value for "not asked" (the schema default of the *_authorized_operations fields)
+OPERATIONS_NOT_REQUESTED = -(2**31)
+
+
+def operations_bit_field(operations: Iterable[AclOperation]) -> int:
+    """KIP-430's form of a set of operations, as Metadata and DescribeCluster carry it: bit n
+    set for the operation whose code is n (Read = 3 is 1 << 3)."""
+    bits = 0
+    for op in operations:
+        bits |= 1 << op
+    return bits
 
 
 def _by_text(enum_type: type[enum.IntEnum], text: str) -> int:

@@ -9,7 +9,13 @@ from typing import Any, Protocol, TypeVar
 
 from kio.schema.errors import ErrorCode
 
-from weir.broker.authz.acl import CLUSTER_NAME, AclOperation, ResourceType
+from weir.broker.authz.acl import (
+    CLUSTER_NAME,
+    SUPPORTED_OPERATIONS,
+    AclOperation,
+    ResourceType,
+    operations_bit_field,
+)
 from weir.broker.context import BrokerContext
 from weir.broker.replica_manager import FetchRequestPartition, FetchResult
 from weir.broker.topics import internal_topic_error
@@ -129,6 +135,22 @@ def metadata_error(broker: BrokerContext, topic: str, allow_create: bool) -> Err
         error = create_topic_error(broker, topic)
         return error if error is not ErrorCode.none else None
     return None
+
+
+def authorized_operations(broker: BrokerContext, resource_type: ResourceType, name: str) -> int:
+    """KIP-430: the bit field of the operations the client may do on the resource, among
+    those its type supports (all of them without an authorizer)."""
+    supported = SUPPORTED_OPERATIONS[resource_type]
+    allowed = (op for op in supported if broker.authorized(op, resource_type, name))
+    return operations_bit_field(allowed)
+
+
+def cluster_operations(broker: BrokerContext) -> int:
+    """The cluster's authorized operations, as Kafka answers them: none (0) to a client that
+    may not Describe the cluster."""
+    if not broker.authorized(AclOperation.DESCRIBE, CLUSTER, CLUSTER_NAME):
+        return 0
+    return authorized_operations(broker, CLUSTER, CLUSTER_NAME)
 
 
 Partitions = Iterable[tuple[str, int]]

@@ -1,4 +1,5 @@
-"""DescribeCluster (60): cluster id, controller and brokers."""
+"""DescribeCluster (60): cluster id, controller and brokers, and when asked (KIP-430) the
+operations the client may do on the cluster."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from weir.broker.authz.checks import cluster_operations
 from weir.broker.context import BrokerContext, make
 from weir.protocol.apis import ApiKey
 from weir.protocol.codec import Request, response_module
@@ -29,5 +31,7 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
         cluster_id=broker.metadata.cluster_id,
         controller_id=broker.controller_id,
         brokers=nodes,
-        cluster_authorized_operations=NO_OPERATIONS,
+        cluster_authorized_operations=cluster_operations(broker)
+        if request.body.include_cluster_authorized_operations
+        else NO_OPERATIONS,
     )

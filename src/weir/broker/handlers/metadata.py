@@ -1,16 +1,24 @@
 """Metadata (3): brokers, cluster id, controller, and topics with their partitions; creates
 requested topics when auto-creation is allowed by the request and the broker. A partition in an
-offline log directory has no leader and lists this broker among its offline replicas."""
+offline log directory has no leader and lists this broker among its offline replicas. Asked
+for them (KIP-430), it gives the operations the client may do on each topic and the cluster."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import uuid
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from weir.broker.authz.checks import metadata_error, visible_topics
+from weir.broker.authz.acl import ResourceType
+from weir.broker.authz.checks import (
+    authorized_operations,
+    cluster_operations,
+    metadata_error,
+    visible_topics,
+)
 from weir.broker.cluster_node import ClusterNode
 from weir.broker.context import BrokerContext, make
 from weir.broker.topics import INTERNAL_TOPICS, TopicError
@@ -45,6 +53,8 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
             else _requested_topic(m, broker, name, allow_create)
             for name in requested
         ]  # fmt: skip
+    if getattr(body, "include_topic_authorized_operations", False):
+        topics = [_with_operations(broker, topic) for topic in topics]
     nodes = tuple(
         make(m.MetadataResponseBroker, node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
         for b in broker.live_brokers()
@@ -56,8 +66,19 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
         cluster_id=broker.metadata.cluster_id,
         controller_id=broker.controller_id,
         topics=tuple(topics),
-        cluster_authorized_operations=NO_OPERATIONS,
+        cluster_authorized_operations=cluster_operations(broker)
+        if getattr(body, "include_cluster_authorized_operations", False)
+        else NO_OPERATIONS,
     )
+
+
+def _with_operations(broker: BrokerContext, topic: Any) -> Any:
+    """The topic with the operations the client may do on it (not for a topic it may not
+    Describe, as Kafka answers)."""
+    if topic.error_code == ErrorCode.topic_authorization_failed:
+        return topic
+    operations = authorized_operations(broker, ResourceType.TOPIC, topic.name)
+    return dataclasses.replace(topic, topic_authorized_operations=operations)
 
 
 def _requested_names(body: Any, version: int) -> list[str] | None:
