@@ -24,16 +24,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import faulthandler
-import json
-import logging
 import os
-import platform
 import random
-import shutil
-import signal
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -42,6 +35,8 @@ from confluent_kafka import Producer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "cluster"))
 import faultkit as fk
+
+import faultbench
 
 MB = 1e6
 
@@ -160,23 +155,14 @@ def main() -> int:
     args = parser.parse_args()
     if args.seed is None:
         args.seed = random.randrange(2**32)
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
-    faulthandler.register(signal.SIGUSR1, all_threads=True)  # kill -USR1: where is it stuck?
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so that clean-up runs
-    logging.getLogger("kazoo").setLevel(logging.ERROR)
-    reason = fk.netns_unavailable()
-    if reason is not None:
-        print(f"faults bench: {reason}", file=sys.stderr)
+    unavailable = faultbench.prepare("faults bench")
+    if unavailable is not None:
+        print(unavailable, file=sys.stderr)
         return 2
-    stamp = time.strftime("%Y%m%dT%H%M%S")
-    out = args.out or Path(__file__).parent / "results" / f"faults-{stamp}.json"
+    out = faultbench.results_path(args.out, "faults")
     report: dict[str, Any] = {
         "benchmark": "faults",
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "kernel": platform.release(),
-        },
+        "machine": faultbench.machine(),
         "settings": {
             "seed": args.seed,
             "rounds": args.rounds,
@@ -196,27 +182,17 @@ def main() -> int:
         },
     }
     print(f"fault seed {args.seed}", file=sys.stderr, flush=True)
-    scratch = Path(tempfile.mkdtemp(prefix="weir-faults-"))
-    started = time.monotonic()
-    safe = False
-    try:
+
+    def run(scratch: Path) -> bool:
         with fk.fault_cluster(scratch / "cluster") as cluster:
             if not args.skip_throughput:
                 report["throughput"] = throughput(cluster, args)
             report["faults"] = run_faults(cluster, args)
         figures = report["faults"]
-        safe = not (figures["lost"] or figures["duplicated"] or figures["divergent"])
-    finally:
-        report["seconds"] = round(time.monotonic() - started, 1)
-        if safe and not args.keep:
-            shutil.rmtree(scratch, ignore_errors=True)
-        else:
-            report["kept_files"] = str(scratch)
-            print(f"cluster files kept in {scratch}", file=sys.stderr)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2) + "\n")
-    print_report(report)
-    print(f"written to {out}")
+        return not (figures["lost"] or figures["duplicated"] or figures["divergent"])
+
+    safe = faultbench.run_in_scratch(report, "weir-faults-", args.keep, run)
+    faultbench.write_report(report, out, print_report)
     return 0 if safe else 1
 
 

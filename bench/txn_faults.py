@@ -19,23 +19,16 @@ when the checker found an anomaly (the cluster's files are then kept and their p
 from __future__ import annotations
 
 import argparse
-import faulthandler
-import json
-import logging
-import os
-import platform
 import random
-import shutil
-import signal
 import sys
-import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "cluster"))
 import faultkit as fk
 import txnkit
+
+import faultbench
 
 #: broker settings beyond faultkit's: fewer transaction state partitions (three brokers), and
 #: timed-out transactions looked for every 2 s rather than 10 s
@@ -61,23 +54,14 @@ def main() -> int:
     args = parser.parse_args()
     if args.seed is None:
         args.seed = random.randrange(2**32)
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
-    logging.getLogger("kazoo").setLevel(logging.ERROR)
-    faulthandler.register(signal.SIGUSR1, all_threads=True)  # kill -USR1: where is it stuck?
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so that clean-up runs
-    reason = fk.netns_unavailable()
-    if reason is not None:
-        print(f"transaction fault bench: {reason}", file=sys.stderr)
+    unavailable = faultbench.prepare("transaction fault bench")
+    if unavailable is not None:
+        print(unavailable, file=sys.stderr)
         return 2
-    stamp = time.strftime("%Y%m%dT%H%M%S")
-    out = args.out or Path(__file__).parent / "results" / f"txn-faults-{stamp}.json"
+    out = faultbench.results_path(args.out, "txn-faults")
     report: dict[str, Any] = {
         "benchmark": "txn_faults",
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "kernel": platform.release(),
-        },
+        "machine": faultbench.machine(),
         "settings": {
             "seed": args.seed,
             "rounds": args.rounds,
@@ -94,30 +78,20 @@ def main() -> int:
             "consumer, in the root namespace",
         },
     }
-    scratch = Path(tempfile.mkdtemp(prefix="weir-txn-faults-"))
-    started = time.monotonic()
-    safe = False
-    try:
+
+    def run(scratch: Path) -> bool:
         with fk.fault_cluster(scratch / "cluster", config=BROKER_CONFIG) as cluster:
-            run = txnkit.run_txn_faults(
+            outcome = txnkit.run_txn_faults(
                 cluster, "txn-faults", rounds=args.rounds, seed=args.seed,
                 time_limit_s=args.time_limit, recover_timeout=args.recover_timeout,
                 quiet_s=args.quiet_seconds,
                 log=lambda line: print(line, file=sys.stderr, flush=True),
             )  # fmt: skip
-        report["transactions"] = run.summary()
-        safe = run.ok
-    finally:
-        report["seconds"] = round(time.monotonic() - started, 1)
-        if safe and not args.keep:
-            shutil.rmtree(scratch, ignore_errors=True)
-        else:
-            report["kept_files"] = str(scratch)
-            print(f"cluster files kept in {scratch}", file=sys.stderr)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2) + "\n")
-    print_report(report)
-    print(f"written to {out}")
+        report["transactions"] = outcome.summary()
+        return outcome.ok
+
+    safe = faultbench.run_in_scratch(report, "weir-txn-faults-", args.keep, run)
+    faultbench.write_report(report, out, print_report)
     return 0 if safe else 1
 
 

@@ -28,18 +28,28 @@ def write_atomically(
     path: Path, lines: Iterable[str], kind: str = diskio.CHECKPOINT, mode: int = 0o644
 ) -> None:
     """`mode`: the new file's permissions (0o600 for a file only its owner may read)."""
-    temp = path.with_name(path.name + TEMP_SUFFIX)
     data = "".join(line + "\n" for line in lines).encode("utf-8")
+    write_bytes_atomically(path, data, kind, mode)
+
+
+def write_bytes_atomically(
+    path: Path, data: bytes, kind: str = diskio.CHECKPOINT, mode: int = 0o644, *, sync: bool = True
+) -> None:
+    """`data` to `path` through a temp file renamed into place. Without `sync` neither the file
+    nor its directory is fsynced here: a crash can then leave the file torn or missing."""
+    temp = path.with_name(path.name + TEMP_SUFFIX)
     try:
         temp.unlink(missing_ok=True)  # a leftover would keep its old permissions
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
         try:
             diskio.write_all(fd, data, kind)
-            diskio.sync(fd, kind)
+            if sync:
+                diskio.sync(fd, kind)
         finally:
             os.close(fd)
         os.replace(temp, path)
     except BaseException:
         temp.unlink(missing_ok=True)
         raise
-    fsync_directory(path.parent)
+    if sync:
+        fsync_directory(path.parent)

@@ -396,7 +396,7 @@ class NamespacedBroker:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
 
 
-# ---- raw Metadata to one broker ------------------------------------------------------------------
+# ---- raw requests to one broker ------------------------------------------------------------------
 
 _SIZE = struct.Struct(">i")
 _correlation = itertools.count(1)
@@ -420,12 +420,7 @@ def metadata_of(
     body = metadata_request.MetadataRequest(
         topics=wanted, allow_auto_topic_creation=False, include_topic_authorized_operations=False
     )
-    correlation = next(_correlation)
-    with socket.create_connection(address, timeout=timeout) as sock:
-        sock.settimeout(timeout)
-        sock.sendall(encode_request(3, 12, correlation, "faultkit", body))
-        (size,) = _SIZE.unpack(_recv_exact(sock, _SIZE.size))
-        _, response = decode_response(3, 12, _recv_exact(sock, size))
+    response = raw_call(address, 3, 12, body, timeout)
     leaders = {
         int(p.partition_index): int(p.leader_id)
         for t in response.topics
@@ -435,6 +430,19 @@ def metadata_of(
     return MetadataView(
         int(response.controller_id), frozenset(int(b.node_id) for b in response.brokers), leaders
     )
+
+
+def raw_call(
+    address: tuple[str, int], api_key: int, version: int, body: Any, timeout: float = 1.0
+) -> Any:
+    """The response of the broker at `address` to one request, on a connection of its own."""
+    correlation = next(_correlation)
+    with socket.create_connection(address, timeout=timeout) as sock:
+        sock.settimeout(timeout)
+        sock.sendall(encode_request(api_key, version, correlation, "faultkit", body))
+        (size,) = _SIZE.unpack(_recv_exact(sock, _SIZE.size))
+        _, response = decode_response(api_key, version, _recv_exact(sock, size))
+    return response
 
 
 def _recv_exact(sock: socket.socket, count: int) -> bytes:
@@ -1216,6 +1224,46 @@ def longest_ack_gap(history: History, start: float, end: float, partitions: int)
     return longest
 
 
+@dataclass(slots=True)
+class Recovery:
+    left_isr: bool = False  # the target left the ISR while the fault lasted
+    recovered: bool = False  # all brokers registered and every ISR full in time
+    note: str = ""  # why not, when not
+
+
+def fault_and_recover(
+    cluster: FaultCluster,
+    kind: str,
+    target: int,
+    topic: str,
+    partitions: int,
+    rng: random.Random,
+    *,
+    recover_timeout: float,
+    log: Callable[[str], None],
+) -> Recovery:
+    """Do fault `kind` to broker `target`, undo it and wait up to `recover_timeout` for every
+    broker registered and a full ISR on the topic's partitions; a cluster that does not
+    recover in time has its faults undone."""
+    recovery = Recovery()
+    try:
+        recovery.left_isr = inject(cluster, kind, target, topic, partitions, rng, log)
+        poll(
+            lambda: (
+                cluster.registered() == set(cluster.brokers) and cluster.isr_full(topic, partitions)
+            ),
+            recover_timeout,
+            "ISR full again",
+            interval=0.25,
+        )
+        recovery.recovered = True
+    except FaultKitError as exc:
+        recovery.note = str(exc)[:500]
+        log(f"  not recovered: {exc}")
+        cluster.undo_faults()
+    return recovery
+
+
 def run_round(
     number: int,
     kind: str,
@@ -1232,21 +1280,11 @@ def run_round(
     record = FaultRecord(number, kind, target, roles(cluster, topic, partitions, target))
     log(f"round {number}: {kind} on broker {target} ({', '.join(record.target_roles)})")
     start = time.monotonic()
-    try:
-        record.left_isr = inject(cluster, kind, target, topic, partitions, rng, log)
-        poll(
-            lambda: (
-                cluster.registered() == set(cluster.brokers) and cluster.isr_full(topic, partitions)
-            ),
-            recover_timeout,
-            "ISR full again",
-            interval=0.25,
-        )
-        record.recovered = True
-    except FaultKitError as exc:
-        record.note = str(exc)[:500]
-        log(f"  not recovered: {exc}")
-        cluster.undo_faults()
+    recovery = fault_and_recover(
+        cluster, kind, target, topic, partitions, rng, recover_timeout=recover_timeout, log=log
+    )
+    record.left_isr, record.recovered = recovery.left_isr, recovery.recovered
+    record.note = recovery.note
     end = time.monotonic()
     record.recovery_s = round(end - start, 2)
     any_s, partition_s = monitor.leaderless(start, end)

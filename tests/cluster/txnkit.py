@@ -16,8 +16,6 @@ read_committed reader reads everything, and the checker requires:
 from __future__ import annotations
 
 import random
-import socket
-import struct
 import threading
 import time
 import uuid
@@ -31,8 +29,6 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from kio.schema.find_coordinator.v3.request import FindCoordinatorRequest
 from kio.static.primitive import i8
 
-from weir.protocol.codec import decode_response, encode_request
-
 TIMEOUT = 30
 PARTITIONS = 3
 PER_PARTITION = 2
@@ -40,7 +36,6 @@ PER_PARTITION = 2
 #: leader of one of the topic's partitions (chosen at random)
 TXN_FAULT_KINDS = ("kill_coordinator", "kill_leader")
 FIND_COORDINATOR, TRANSACTION_KEY = 10, 1
-_SIZE = struct.Struct(">i")
 
 
 @dataclass
@@ -139,22 +134,8 @@ def check(outcomes: Outcomes, values: list[str]) -> dict[str, list[int]]:
 def transaction_coordinator(address: tuple[str, int], transactional_id: str) -> int | None:
     """The node id the broker at `address` names as `transactional_id`'s coordinator."""
     body = FindCoordinatorRequest(key=transactional_id, key_type=i8(TRANSACTION_KEY))
-    with socket.create_connection(address, timeout=5) as sock:
-        sock.settimeout(5)
-        sock.sendall(encode_request(FIND_COORDINATOR, 3, 1, "txnkit", body))
-        (size,) = _SIZE.unpack(_read(sock, _SIZE.size))
-        _, response = decode_response(FIND_COORDINATOR, 3, _read(sock, size))
+    response = fk.raw_call(address, FIND_COORDINATOR, 3, body, timeout=5)
     return int(response.node_id) if response.error_code == 0 else None
-
-
-def _read(sock: socket.socket, count: int) -> bytes:
-    data = bytearray()
-    while len(data) < count:
-        chunk = sock.recv(count - len(data))
-        if not chunk:
-            raise ConnectionError("closed")
-        data += chunk
-    return bytes(data)
 
 
 def choose_target(cluster: fk.FaultCluster, kind: str, topic: str, rng: random.Random) -> int:
@@ -282,16 +263,9 @@ def _round(
     record = TxnRound(number, kind, target, fk.roles(cluster, topic, PARTITIONS, target))
     log(f"round {number}: {kind} on broker {target} ({', '.join(record.target_roles)})")
     start, commits = time.monotonic(), len(writer.outcomes.committed)
-    try:
-        fk.inject(cluster, kind, target, topic, PARTITIONS, rng, log)
-        fk.poll(lambda: cluster.registered() == set(cluster.brokers)
-                and cluster.isr_full(topic, PARTITIONS),
-                recover_timeout, "ISR full again", interval=0.25)  # fmt: skip
-        record.recovered = True
-    except fk.FaultKitError as exc:
-        record.note = str(exc)[:500]
-        log(f"  not recovered: {exc}")
-        cluster.undo_faults()
+    recovery = fk.fault_and_recover(cluster, kind, target, topic, PARTITIONS, rng,
+                                    recover_timeout=recover_timeout, log=log)  # fmt: skip
+    record.recovered, record.note = recovery.recovered, recovery.note
     record.seconds = round(time.monotonic() - start, 2)
     record.commits_during = len(writer.outcomes.committed) - commits
     log(f"  recovered={record.recovered} in {record.seconds}s, "

@@ -1,15 +1,19 @@
 """Shared by the security tests: certificates made with the `openssl` command (a CA, a
 broker certificate for 127.0.0.1/localhost, a client certificate, and one from a CA the broker
-does not trust), and the settings of a broker with a listener for each security protocol."""
+does not trust), and the settings of a broker with a listener for each security protocol.
+
+A test module makes its `certs` and `broker` fixtures with `secure_fixtures`."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import pytest
 from broker_process import BrokerProcess, require_tool
 
 CLIENT_SUBJECT = "/C=GB/O=Weir Test/OU=eng/CN=alice"
@@ -97,14 +101,17 @@ def secure_broker_config(certs: Certificates, **extra: object) -> dict[str, obje
     }
 
 
-def start_scram_broker(directory: Path, certs: Certificates) -> BrokerProcess:
+def start_scram_broker(
+    directory: Path, certs: Certificates, iterations: int | None = None
+) -> BrokerProcess:
     """A broker of `secure_broker_config` with the SCRAM-SHA-512 user SCRAM_USER, made as an
-    operator would make it, over the PLAINTEXT listener."""
+    operator would make it, over the PLAINTEXT listener (`iterations`: weir's default)."""
     broker = BrokerProcess(directory, config=secure_broker_config(certs))
     broker.start()
+    more = [] if iterations is None else ["--iterations", str(iterations)]
     made = subprocess.run(
         [sys.executable, "-m", "weir.cli.main", "user", "create", SCRAM_USER,
-         "--mechanism", "SCRAM-SHA-512", "--password", SCRAM_PASSWORD,
+         "--mechanism", "SCRAM-SHA-512", *more, "--password", SCRAM_PASSWORD,
          "--bootstrap-server", f"127.0.0.1:{broker.listeners['PLAINTEXT']}"],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
@@ -112,6 +119,33 @@ def start_scram_broker(directory: Path, certs: Certificates) -> BrokerProcess:
         broker.stop()
         raise RuntimeError(made.stderr)
     return broker
+
+
+def secure_fixtures(
+    name: str, *, scram_user: bool = True, scram_iterations: int | None = None
+) -> tuple[Any, Any]:
+    """A test module's `certs` and `broker` fixtures, both module-scoped: certificates, and a
+    broker of `secure_broker_config` in a directory named after `name`, with the SCRAM user of
+    `start_scram_broker` when `scram_user`. Use as `certs, broker = secure_fixtures(...)`."""
+
+    @pytest.fixture(scope="module")
+    def certs(tmp_path_factory: pytest.TempPathFactory) -> Certificates:
+        return make_certificates(tmp_path_factory.mktemp("certs"))
+
+    @pytest.fixture(scope="module")
+    def broker(
+        certs: Certificates, tmp_path_factory: pytest.TempPathFactory
+    ) -> Iterator[BrokerProcess]:
+        directory = tmp_path_factory.mktemp(name) / "broker"
+        if scram_user:
+            process = start_scram_broker(directory, certs, scram_iterations)
+        else:
+            process = BrokerProcess(directory, config=secure_broker_config(certs))
+            process.start()
+        yield process
+        process.stop()
+
+    return certs, broker
 
 
 def sasl_ssl_settings(certs: Certificates, password: str = SCRAM_PASSWORD) -> dict[str, str]:

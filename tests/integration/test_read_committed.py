@@ -180,7 +180,7 @@ def test_aborted_transactions_stay_hidden_after_a_restart(broker):
 def _raw_produce(broker: BrokerProcess, topic: str, batch: bytes, transactional_id: str | None):
     from kio.schema.produce.v9 import request as produce
 
-    from weir.cli.txn import Connection
+    from weir.cli.txn import connect
     from weir.protocol.apis import ApiKey
 
     body = produce.ProduceRequest(
@@ -188,7 +188,7 @@ def _raw_produce(broker: BrokerProcess, topic: str, batch: bytes, transactional_
         topic_data=(produce.TopicProduceData(name=topic, partition_data=(
             produce.PartitionProduceData(index=0, records=batch),)),),
     )  # fmt: skip
-    with Connection("127.0.0.1", broker.port) as conn:
+    with connect("127.0.0.1", broker.port) as conn:
         response = conn.call(ApiKey.PRODUCE, 9, body)
     return response.responses[0].partition_responses[0].error_code
 

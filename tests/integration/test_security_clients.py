@@ -10,7 +10,6 @@ import gc
 import logging
 import ssl
 import subprocess
-import sys
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -29,8 +28,7 @@ from security_setup import (
     SCRAM_PASSWORD,
     SCRAM_USER,
     Certificates,
-    make_certificates,
-    secure_broker_config,
+    secure_fixtures,
 )
 
 from weir.broker.security.listener_security import ListenerSecurity
@@ -78,28 +76,7 @@ BAD = {
 }  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory: pytest.TempPathFactory) -> Certificates:
-    return make_certificates(tmp_path_factory.mktemp("certs"))
-
-
-@pytest.fixture(scope="module")
-def broker(
-    certs: Certificates, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[BrokerProcess]:
-    process = BrokerProcess(tmp_path_factory.mktemp("secure") / "broker",
-                            config=secure_broker_config(certs))  # fmt: skip
-    process.start()
-    # the SCRAM user is made as an operator would, over the PLAINTEXT listener
-    made = subprocess.run(
-        [sys.executable, "-m", "weir.cli.main", "user", "create", SCRAM_USER,
-         "--mechanism", "SCRAM-SHA-512", "--iterations", "8192", "--password", SCRAM_PASSWORD,
-         "--bootstrap-server", f"127.0.0.1:{process.listeners['PLAINTEXT']}"],
-        capture_output=True, text=True, timeout=TIMEOUT,
-    )  # fmt: skip
-    assert made.returncode == 0, made.stderr
-    yield process
-    process.stop()
+certs, broker = secure_fixtures("secure", scram_iterations=8192)
 
 
 def address(broker: BrokerProcess, security: Security) -> str:

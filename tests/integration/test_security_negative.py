@@ -11,7 +11,6 @@ import socket
 import ssl
 import struct
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -26,7 +25,7 @@ from kio.schema.sasl_handshake.v0.request import SaslHandshakeRequest as SaslHan
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 from kio.serial import entity_reader
 from raw_requests import encode_request, recv_exact
-from security_setup import PLAIN_USERS, Certificates, make_certificates, secure_broker_config
+from security_setup import PLAIN_USERS, Certificates, secure_fixtures
 
 from weir.protocol.apis import ApiKey
 from weir.protocol.codec import codec_for
@@ -39,20 +38,7 @@ SCRAM_USER, SCRAM_PASSWORD = "dora", "dora-secret"
 SHA512 = 2  # ScramMechanism id of SCRAM-SHA-512
 
 
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory: pytest.TempPathFactory) -> Certificates:
-    return make_certificates(tmp_path_factory.mktemp("certs"))
-
-
-@pytest.fixture(scope="module")
-def broker(
-    certs: Certificates, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[BrokerProcess]:
-    process = BrokerProcess(tmp_path_factory.mktemp("negative") / "broker",
-                            config=secure_broker_config(certs))  # fmt: skip
-    process.start()
-    yield process
-    process.stop()
+certs, broker = secure_fixtures("negative", scram_user=False)
 
 
 class Raw:

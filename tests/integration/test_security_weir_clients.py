@@ -10,7 +10,6 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,9 +21,8 @@ from security_setup import (
     SCRAM_PASSWORD,
     SCRAM_USER,
     Certificates,
-    make_certificates,
     sasl_ssl_settings,
-    start_scram_broker,
+    secure_fixtures,
 )
 
 TIMEOUT = 60
@@ -33,18 +31,7 @@ REFUSAL_WITHIN_S = 20
 WRONG = "n0t-the-passw0rd"
 
 
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory: pytest.TempPathFactory) -> Certificates:
-    return make_certificates(tmp_path_factory.mktemp("certs"))
-
-
-@pytest.fixture(scope="module")
-def broker(
-    certs: Certificates, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[BrokerProcess]:
-    process = start_scram_broker(tmp_path_factory.mktemp("secure") / "broker", certs)
-    yield process
-    process.stop()
+certs, broker = secure_fixtures("secure")
 
 
 def sasl_ssl(broker: BrokerProcess) -> str:

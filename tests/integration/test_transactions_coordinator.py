@@ -31,7 +31,8 @@ from kio.schema.list_transactions.v1.request import ListTransactionsRequest
 from kio.schema.types import ProducerId, TopicName, TransactionalId
 from kio.static.primitive import i8, i16, i32, i64
 
-from weir.cli.txn import Connection
+from weir.cli.broker_socket import BrokerConnection
+from weir.cli.txn import connect
 from weir.protocol.apis import ApiKey
 
 TIMEOUT = 30
@@ -72,7 +73,7 @@ def producers(txn_broker: BrokerProcess) -> Iterator[Callable[..., Producer]]:
 
 
 def describe(broker: BrokerProcess, transactional_id: str) -> Any:
-    with Connection("127.0.0.1", broker.port) as conn:
+    with connect("127.0.0.1", broker.port) as conn:
         response = conn.call(ApiKey.DESCRIBE_TRANSACTIONS, 0, DescribeTransactionsRequest(
             transactional_ids=(TransactionalId(transactional_id),)))  # fmt: skip
     [state] = response.transaction_states
@@ -188,7 +189,7 @@ def test_coordinator_state_survives_kill_9(
 # ---- raw requests --------------------------------------------------------------------------------
 
 
-def _init(conn: Connection, transactional_id: str, timeout_ms: int = 60_000) -> Any:
+def _init(conn: BrokerConnection, transactional_id: str, timeout_ms: int = 60_000) -> Any:
     return conn.call(ApiKey.INIT_PRODUCER_ID, 4, InitProducerIdRequest(
         transactional_id=TransactionalId(transactional_id),
         transaction_timeout=datetime.timedelta(milliseconds=timeout_ms),
@@ -196,7 +197,7 @@ def _init(conn: Connection, transactional_id: str, timeout_ms: int = 60_000) -> 
     ))  # fmt: skip
 
 
-def _end(conn: Connection, transactional_id: str, producer: Any, commit: bool = True) -> Any:
+def _end(conn: BrokerConnection, transactional_id: str, producer: Any, commit: bool = True) -> Any:
     return conn.call(ApiKey.END_TXN, 3, EndTxnRequest(
         transactional_id=TransactionalId(transactional_id), producer_id=producer.producer_id,
         producer_epoch=producer.producer_epoch, committed=commit,
@@ -204,7 +205,7 @@ def _end(conn: Connection, transactional_id: str, producer: Any, commit: bool = 
 
 
 def _add(
-    conn: Connection, transactional_id: str, producer: Any, topics: dict[str, list[int]]
+    conn: BrokerConnection, transactional_id: str, producer: Any, topics: dict[str, list[int]]
 ) -> Any:
     return conn.call(ApiKey.ADD_PARTITIONS_TO_TXN, 3, AddPartitionsToTxnRequest(
         v3_and_below_transactional_id=TransactionalId(transactional_id),
@@ -224,7 +225,7 @@ def _errors(response: Any) -> dict[tuple[str, int], ErrorCode]:
 
 
 def test_bad_requests_get_kafkas_errors(txn_broker: BrokerProcess, topic: str) -> None:
-    with Connection("127.0.0.1", txn_broker.port) as conn:
+    with connect("127.0.0.1", txn_broker.port) as conn:
         found = conn.call(ApiKey.FIND_COORDINATOR, 3,
                           FindCoordinatorRequest(key="raw", key_type=i8(1)))  # fmt: skip
         assert (found.error_code, found.port) == (ErrorCode.none, txn_broker.port)
@@ -260,7 +261,7 @@ def test_bad_requests_get_kafkas_errors(txn_broker: BrokerProcess, topic: str) -
 
 
 def test_weir_txn_list_and_describe(txn_broker: BrokerProcess, topic: str) -> None:
-    with Connection("127.0.0.1", txn_broker.port) as conn:
+    with connect("127.0.0.1", txn_broker.port) as conn:
         producer = _init(conn, "cli-txn")
         _add(conn, "cli-txn", producer, {topic: [1]})
     listing = _weir(txn_broker, "list", "--state", "Ongoing")

@@ -21,7 +21,7 @@ from kio.schema.describe_producers.v0.request import DescribeProducersRequest, T
 from kio.schema.types import TopicName
 from kio.static.primitive import i32
 
-from weir.cli.txn import Connection, OpenTransaction, hanging
+from weir.cli.txn import OpenTransaction, connect, hanging
 from weir.protocol.apis import ApiKey
 
 TIMEOUT = 30
@@ -48,7 +48,7 @@ def _open_transaction(broker: BrokerProcess) -> tuple[str, Producer]:
 
 
 def _describe_producers(broker: BrokerProcess, topic: str) -> list[tuple[int, int]]:
-    with Connection("127.0.0.1", broker.port) as conn:
+    with connect("127.0.0.1", broker.port) as conn:
         response = conn.call(ApiKey.DESCRIBE_PRODUCERS, 0, DescribeProducersRequest(topics=(
             TopicRequest(name=TopicName(topic), partition_indexes=(i32(0),)),)))  # fmt: skip
     [partition] = response.topics[0].partitions

@@ -1,12 +1,13 @@
 """A socket to one broker, secured as the client's settings say, for commands that speak the
 Kafka protocol directly because librdkafka has no call for what they ask (`weir txn`).
 
-`open_broker_socket` connects, wraps the connection in TLS for SSL and SASL_SSL (the CA file,
+`BrokerConnection` connects, wraps the connection in TLS for SSL and SASL_SSL (the CA file,
 the client's certificate and key, the host name checked unless
 `ssl.endpoint.identification.algorithm=none`, as librdkafka does), and authenticates for
 SASL_PLAINTEXT and SASL_SSL with SaslHandshake v1 and SaslAuthenticate v2: PLAIN, or
 SCRAM-SHA-256/512 (RFC 5802; the server's signature is checked too). Every failure to connect,
-to shake hands or to authenticate is a `BrokerConnectionError` naming the broker and why.
+to shake hands or to authenticate is a `BrokerConnectionError` naming the broker and why; then
+it carries the caller's requests, one at a time.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import secrets
 import socket
 import ssl
 import struct
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -33,59 +35,77 @@ _SIZE = struct.Struct(">i")
 #: correlation ids of the authentication exchange, apart from those of the caller's requests
 _AUTH_CORRELATION_IDS = 1 << 30
 
+#: reads a response's bytes (after the size) as (correlation id, body)
+Decoder = Callable[[bytes], tuple[int, Any]]
+
 
 class BrokerConnectionError(ConnectionError):
     """The broker could not be reached, or refused the TLS handshake or the credentials."""
 
 
-def open_broker_socket(
-    host: str, port: int, security: ClientSecurity, *, timeout: float, client_id: str
-) -> socket.socket:
-    """A connected socket on which the caller's requests may go at once."""
-    where = f"{host}:{port}"
-    try:
-        sock = socket.create_connection((host, port), timeout=timeout)
-    except OSError as exc:
-        raise BrokerConnectionError(f"{where}: cannot connect: {exc.strerror or exc}") from None
-    try:
-        if security.tls:
-            sock = _tls_context(security).wrap_socket(sock, server_hostname=host)
-        if security.sasl:
-            _authenticate(_Exchange(sock, client_id), security)
-    except ssl.SSLError as exc:
-        sock.close()
-        raise BrokerConnectionError(f"{where}: TLS handshake failed: {exc}") from None
-    except (BrokerConnectionError, OSError) as exc:
-        sock.close()
-        raise BrokerConnectionError(f"{where}: {exc}") from None
-    return sock
+class BrokerConnection:
+    """One connection to a broker, one request at a time, secured as `security` says.
 
+    `decoders` reads the responses of some (api key, version) pairs in place of the generated
+    reader: it takes the response's bytes after the size and gives (correlation id, body)."""
 
-def _tls_context(security: ClientSecurity) -> ssl.SSLContext:
-    context = ssl.create_default_context(cafile=security.ca_location)
-    context.check_hostname = security.check_hostname
-    if security.certificate_location is not None:
-        context.load_cert_chain(
-            security.certificate_location,
-            security.key_location,
-            password=security.key_password,
-        )
-    return context
-
-
-class _Exchange:
-    """Requests and responses on the socket during authentication."""
-
-    def __init__(self, sock: socket.socket, client_id: str) -> None:
-        self._sock = sock
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        security: ClientSecurity,
+        *,
+        timeout: float,
+        client_id: str,
+        decoders: Mapping[tuple[int, int], Decoder] | None = None,
+    ) -> None:
         self._client_id = client_id
+        self._decoders = decoders or {}
         self._correlation = itertools.count(_AUTH_CORRELATION_IDS)
+        self._sock = self._open(host, port, security, timeout)
+        self._correlation = itertools.count(1)
+
+    def __enter__(self) -> BrokerConnection:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._sock.close()
+
+    def _open(
+        self, host: str, port: int, security: ClientSecurity, timeout: float
+    ) -> socket.socket:
+        """Connects, wraps in TLS and authenticates; the caller's requests may go at once."""
+        where = f"{host}:{port}"
+        try:
+            self._sock = socket.create_connection((host, port), timeout=timeout)
+        except OSError as exc:
+            raise BrokerConnectionError(f"{where}: cannot connect: {exc.strerror or exc}") from None
+        try:
+            if security.tls:
+                self._sock = _tls_context(security).wrap_socket(self._sock, server_hostname=host)
+            if security.sasl:
+                _authenticate(self, security)
+        except ssl.SSLError as exc:
+            self._sock.close()
+            raise BrokerConnectionError(f"{where}: TLS handshake failed: {exc}") from None
+        except (BrokerConnectionError, OSError) as exc:
+            self._sock.close()
+            raise BrokerConnectionError(f"{where}: {exc}") from None
+        return self._sock
 
     def call(self, api_key: int, version: int, body: Any) -> Any:
         correlation_id = next(self._correlation)
         self._sock.sendall(encode_request(api_key, version, correlation_id, self._client_id, body))
         (size,) = _SIZE.unpack(self._read(_SIZE.size))
-        answered, response = decode_response(api_key, version, self._read(size))
+        payload = self._read(size)
+        decoder = self._decoders.get((api_key, version))
+        if decoder is not None:
+            answered, response = decoder(payload)
+        else:
+            answered, response = decode_response(api_key, version, payload)
         if answered != correlation_id:
             raise BrokerConnectionError(f"response {answered} to request {correlation_id}")
         return response
@@ -100,7 +120,19 @@ class _Exchange:
         return bytes(data)
 
 
-def _authenticate(exchange: _Exchange, security: ClientSecurity) -> None:
+def _tls_context(security: ClientSecurity) -> ssl.SSLContext:
+    context = ssl.create_default_context(cafile=security.ca_location)
+    context.check_hostname = security.check_hostname
+    if security.certificate_location is not None:
+        context.load_cert_chain(
+            security.certificate_location,
+            security.key_location,
+            password=security.key_password,
+        )
+    return context
+
+
+def _authenticate(exchange: BrokerConnection, security: ClientSecurity) -> None:
     handshake = exchange.call(
         ApiKey.SASL_HANDSHAKE, 1, SaslHandshakeRequest(mechanism=security.mechanism)
     )
@@ -124,7 +156,7 @@ def _authenticate(exchange: _Exchange, security: ClientSecurity) -> None:
     scram.check_server_final(server_final)
 
 
-def _send(exchange: _Exchange, auth_bytes: bytes) -> bytes:
+def _send(exchange: BrokerConnection, auth_bytes: bytes) -> bytes:
     response = exchange.call(
         ApiKey.SASL_AUTHENTICATE, 2, SaslAuthenticateRequest(auth_bytes=auth_bytes)
     )

@@ -19,8 +19,6 @@ import argparse
 import dataclasses
 import datetime
 import functools
-import itertools
-import struct
 import sys
 import time
 from typing import Any
@@ -44,15 +42,13 @@ from kio.serial import entity_reader
 from kio.static.primitive import TZAware, i8, i16, i32, i64
 
 from weir.broker.config import parse_host_port
-from weir.cli.broker_socket import open_broker_socket
+from weir.cli.broker_socket import BrokerConnection, Decoder
 from weir.cli.clients import ADMIN_TIMEOUT, add_bootstrap, add_client_settings, security_settings
 from weir.protocol.apis import ApiKey
 from weir.protocol.client_settings import ClientSecurity, ClientSettingsError
-from weir.protocol.codec import decode_response, encode_request
 
 CLIENT_ID = "weir-txn"
 TRANSACTION_KEY = i8(1)
-_SIZE = struct.Struct(">i")
 
 
 def register(commands: Any) -> None:
@@ -111,42 +107,12 @@ def _register_abort(sub: Any) -> argparse.ArgumentParser:
     return abort
 
 
-class Connection:
-    """One connection to a broker, one request at a time, secured as `security` says."""
-
-    def __init__(self, host: str, port: int, timeout: float = ADMIN_TIMEOUT,
-                 security: ClientSecurity | None = None) -> None:  # fmt: skip
-        self._sock = open_broker_socket(host, port, security or ClientSecurity(),
-                                        timeout=timeout, client_id=CLIENT_ID)  # fmt: skip
-        self._correlation = itertools.count(1)
-
-    def __enter__(self) -> Connection:
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._sock.close()
-
-    def call(self, api_key: int, version: int, body: Any) -> Any:
-        correlation_id = next(self._correlation)
-        self._sock.sendall(encode_request(api_key, version, correlation_id, CLIENT_ID, body))
-        (size,) = _SIZE.unpack(self._read(_SIZE.size))
-        payload = self._read(size)
-        if api_key == ApiKey.DESCRIBE_TRANSACTIONS and version == 0:
-            answered, response = _read_describe_transactions(payload)
-        else:
-            answered, response = decode_response(api_key, version, payload)
-        if answered != correlation_id:
-            raise ConnectionError(f"response {answered} to request {correlation_id}")
-        return response
-
-    def _read(self, count: int) -> bytes:
-        data = bytearray()
-        while len(data) < count:
-            chunk = self._sock.recv(count - len(data))
-            if not chunk:
-                raise ConnectionError("the broker closed the connection")
-            data += chunk
-        return bytes(data)
+def connect(host: str, port: int, security: ClientSecurity | None = None,
+            timeout: float = ADMIN_TIMEOUT) -> BrokerConnection:  # fmt: skip
+    """One connection to a broker, secured as `security` says, that reads DescribeTransactions
+    v0 with its start time nullable."""
+    return BrokerConnection(host, port, security or ClientSecurity(), timeout=timeout,
+                            client_id=CLIENT_ID, decoders=_DECODERS)  # fmt: skip
 
 
 def _read_describe_transactions(payload: bytes) -> tuple[int, Any]:
@@ -156,6 +122,11 @@ def _read_describe_transactions(payload: bytes) -> tuple[int, Any]:
     header, used = entity_reader(cls.__header_schema__)(payload, 0)
     body, _ = entity_reader(cls)(payload, used)
     return header.correlation_id, body
+
+
+_DECODERS: dict[tuple[int, int], Decoder] = {
+    (ApiKey.DESCRIBE_TRANSACTIONS, 0): _read_describe_transactions,
+}
 
 
 @functools.cache
@@ -190,7 +161,7 @@ def _security(args: argparse.Namespace) -> ClientSecurity:
 
 def _brokers(bootstrap: str, security: ClientSecurity | None = None) -> list[tuple[int, str, int]]:
     host, port = parse_host_port(bootstrap)
-    with Connection(host, port, security=security) as conn:
+    with connect(host, port, security=security) as conn:
         metadata = conn.call(ApiKey.METADATA, 1, MetadataRequest(topics=()))
     return sorted((b.node_id, b.host, b.port) for b in metadata.brokers)
 
@@ -204,7 +175,7 @@ def run_list(args: argparse.Namespace) -> int:
     rows, failed = [], False
     security = _security(args)
     for node_id, host, port in _brokers(args.bootstrap_server, security):
-        with Connection(host, port, security=security) as conn:
+        with connect(host, port, security=security) as conn:
             response = conn.call(ApiKey.LIST_TRANSACTIONS, 1, request)
         if response.error_code is not ErrorCode.none:
             print(f"weir: broker {node_id}: {response.error_code.name.upper()}", file=sys.stderr)
@@ -223,14 +194,14 @@ def run_describe(args: argparse.Namespace) -> int:
     transactional_id = args.transactional_id
     host, port = parse_host_port(args.bootstrap_server)
     security = _security(args)
-    with Connection(host, port, security=security) as conn:
+    with connect(host, port, security=security) as conn:
         request = FindCoordinatorRequest(key=transactional_id, key_type=TRANSACTION_KEY)
         found = conn.call(ApiKey.FIND_COORDINATOR, 3, request)
     if found.error_code is not ErrorCode.none:
         print(f"weir: no coordinator for {transactional_id!r}: {found.error_code.name.upper()}",
               file=sys.stderr)  # fmt: skip
         return 1
-    with Connection(found.host, found.port, security=security) as conn:
+    with connect(found.host, found.port, security=security) as conn:
         response = conn.call(ApiKey.DESCRIBE_TRANSACTIONS, 0, DescribeTransactionsRequest(
             transactional_ids=(TransactionalId(transactional_id),)))  # fmt: skip
     [state] = response.transaction_states
@@ -301,7 +272,7 @@ def _topic_metadata(
     """(node id -> address of every broker, the topic's metadata); TxnToolError if the topic
     is unknown."""
     host, port = parse_host_port(bootstrap)
-    with Connection(host, port, security=security) as conn:
+    with connect(host, port, security=security) as conn:
         metadata = conn.call(ApiKey.METADATA, 4, MetadataRequestV4(
             topics=(MetadataRequestTopic(name=TopicName(name)),),
             allow_auto_topic_creation=False))  # fmt: skip
@@ -331,7 +302,7 @@ def run_find_hanging(args: argparse.Namespace) -> int:
             return 1
         wanted = TopicRequest(name=TopicName(args.topic),
                               partition_indexes=tuple(i32(i) for i in indexes))  # fmt: skip
-        with Connection(*brokers[leader], security=security) as conn:
+        with connect(*brokers[leader], security=security) as conn:
             response = conn.call(ApiKey.DESCRIBE_PRODUCERS, 0,
                                  DescribeProducersRequest(topics=(wanted,)))  # fmt: skip
         for t in response.topics:
@@ -370,7 +341,7 @@ def _coordinators_of(
         duration_filter=i64(-1),
     )  # fmt: skip
     for node_id, address in sorted(brokers.items()):
-        with Connection(*address, security=security) as conn:
+        with connect(*address, security=security) as conn:
             listed = conn.call(ApiKey.LIST_TRANSACTIONS, 1, request)
             for t in listed.transaction_states:
                 described = conn.call(ApiKey.DESCRIBE_TRANSACTIONS, 0, DescribeTransactionsRequest(
@@ -445,7 +416,7 @@ def _open_transaction_at(
     security: ClientSecurity,
 ) -> AbortSpec:
     wanted = TopicRequest(name=TopicName(topic), partition_indexes=(i32(partition),))
-    with Connection(*leader, security=security) as conn:
+    with connect(*leader, security=security) as conn:
         response = conn.call(ApiKey.DESCRIBE_PRODUCERS, 0,
                              DescribeProducersRequest(topics=(wanted,)))  # fmt: skip
     [state] = [p for t in response.topics for p in t.partitions]
@@ -469,7 +440,7 @@ def _write_abort_marker(
         topics=(WritableTxnMarkerTopic(name=TopicName(spec.topic),
                                        partition_indexes=(i32(spec.partition),)),),
     ),))  # fmt: skip
-    with Connection(*leader, security=security) as conn:
+    with connect(*leader, security=security) as conn:
         response = conn.call(ApiKey.WRITE_TXN_MARKERS, 1, body)
     errors = [p.error_code for m in response.markers for t in m.topics for p in t.partitions]
     if errors != [ErrorCode.none]:

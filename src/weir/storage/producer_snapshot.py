@@ -31,7 +31,7 @@ from pathlib import Path
 import crc32c
 
 from weir import diskio
-from weir.durable import TEMP_SUFFIX, fsync_directory
+from weir.durable import fsync_directory, write_bytes_atomically
 from weir.storage.errors import StorageError
 from weir.storage.files import PRODUCER_SNAPSHOT_SUFFIX, segment_name
 
@@ -121,22 +121,9 @@ class ProducerSnapshots:
         """Write the snapshot at `offset` (replacing one there): a temp file renamed into
         place. Without `sync` it is not fsynced here (`sync_file` may do it later): a crash
         can then leave it torn, which its CRC reveals."""
-        path = snapshot_path(self.directory, offset)
-        temp = path.with_name(path.name + TEMP_SUFFIX)
-        try:
-            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-            try:
-                diskio.write_all(fd, encode_snapshot(entries), diskio.CHECKPOINT)
-                if sync:
-                    diskio.sync(fd, diskio.CHECKPOINT)
-            finally:
-                os.close(fd)
-            os.replace(temp, path)
-        except BaseException:
-            temp.unlink(missing_ok=True)
-            raise
-        if sync:
-            fsync_directory(self.directory)
+        write_bytes_atomically(
+            snapshot_path(self.directory, offset), encode_snapshot(entries), sync=sync
+        )
         if offset not in self.offsets:
             bisect.insort(self.offsets, offset)
 

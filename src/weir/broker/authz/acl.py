@@ -19,6 +19,11 @@ WILDCARD = "*"
 WILDCARD_PRINCIPAL = "User:*"
 
 
+def _camel_case(name: str) -> str:
+    """An enum member's name as Kafka spells it: CLUSTER_ACTION -> ClusterAction."""
+    return "".join(part.capitalize() for part in name.split("_"))
+
+
 class AclError(ValueError):
     """An ACL binding or filter that cannot be used: INVALID_REQUEST, with this message."""
 
@@ -36,7 +41,7 @@ class ResourceType(enum.IntEnum):
     @property
     def title(self) -> str:
         """Kafka's name as in ZooKeeper paths: Topic, Group, Cluster, TransactionalId."""
-        return "".join(part.capitalize() for part in self.name.split("_"))
+        return _camel_case(self.name)
 
 
 class PatternType(enum.IntEnum):
@@ -67,7 +72,7 @@ class AclOperation(enum.IntEnum):
     @property
     def title(self) -> str:
         """Kafka's name: Read, ClusterAction, IdempotentWrite, ..."""
-        return "".join(part.capitalize() for part in self.name.split("_"))
+        return _camel_case(self.name)
 
 
 class AclPermissionType(enum.IntEnum):

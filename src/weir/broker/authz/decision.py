@@ -99,9 +99,22 @@ def authorize(
     if principal in policy.super_users:
         return True
     entries = index.applicable(resource_type, name)
+    return _decide(policy, principal, host, operation, entries, entries)
+
+
+def _decide(
+    policy: Policy,
+    principal: str,
+    host: str,
+    operation: AclOperation,
+    entries: Entries,
+    denying: Entries,
+) -> bool:
+    """For a principal that is no super user: `policy`'s answer when no ACL applies
+    (`entries` empty), else no Deny in `denying` and an Allow in `entries`."""
     if not entries:
         return policy.allow_everyone_if_no_acl_found
-    if _exists(entries, principal, host, {operation}, AclPermissionType.DENY):
+    if _exists(denying, principal, host, {operation}, AclPermissionType.DENY):
         return False
     allowing = IMPLIED_BY.get(operation, frozenset({operation}))
     return _exists(entries, principal, host, allowing, AclPermissionType.ALLOW)
@@ -137,10 +150,5 @@ def authorize_any(
     if principal in policy.super_users:
         return True
     entries = index.of_type(resource_type)
-    if not entries:
-        return policy.allow_everyone_if_no_acl_found
-    wildcard = index.applicable(resource_type, WILDCARD)
-    if _exists(wildcard, principal, host, {operation}, AclPermissionType.DENY):
-        return False
-    allowing = IMPLIED_BY.get(operation, frozenset({operation}))
-    return _exists(entries, principal, host, allowing, AclPermissionType.ALLOW)
+    wildcard = index.applicable(resource_type, WILDCARD) if entries else ()
+    return _decide(policy, principal, host, operation, entries, wildcard)

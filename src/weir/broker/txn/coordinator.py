@@ -398,7 +398,18 @@ class TransactionCoordinator:
     def _producer_transaction(
         self, transactional_id: str, producer_id: int, producer_epoch: int
     ) -> tuple[TransactionMetadata | None, ErrorCode]:
-        """The id's metadata if the request's producer owns it, else the error to answer."""
+        """The id's metadata if the request's producer owns it and no write of its state is in
+        flight, else the error to answer."""
+        txn, error = self._owned(transactional_id, producer_id, producer_epoch)
+        if txn is not None and txn.pending is not None:
+            return None, ErrorCode.concurrent_transactions
+        return txn, error
+
+    def _owned(
+        self, transactional_id: str, producer_id: int, producer_epoch: int
+    ) -> tuple[TransactionMetadata | None, ErrorCode]:
+        """The id's metadata if this broker coordinates it and the request's producer (id and
+        epoch) owns it, else the error to answer."""
         if not transactional_id:
             return None, ErrorCode.invalid_request
         error = self._coordinator_error(transactional_id)
@@ -409,8 +420,6 @@ class TransactionCoordinator:
             return None, ErrorCode.invalid_producer_id_mapping
         if txn.producer_epoch != producer_epoch:
             return None, ErrorCode.producer_fenced
-        if txn.pending is not None:
-            return None, ErrorCode.concurrent_transactions
         return txn, ErrorCode.none
 
     # ---- time ---------------------------------------------------------------------------------
@@ -528,19 +537,10 @@ class TransactionCoordinator:
     def _verifiable(
         self, transactional_id: str, producer_id: int, producer_epoch: int
     ) -> tuple[TransactionMetadata | None, ErrorCode]:
-        if not transactional_id:
-            return None, ErrorCode.invalid_request
-        error = self._coordinator_error(transactional_id)
-        if error is not ErrorCode.none:
-            return None, error
-        txn = self.transactions.get(transactional_id)
-        if txn is None or txn.producer_id != producer_id:
-            return None, ErrorCode.invalid_producer_id_mapping
-        if txn.producer_epoch != producer_epoch:
-            return None, ErrorCode.producer_fenced
-        if txn.state in (PREPARE_COMMIT, PREPARE_ABORT, PREPARE_EPOCH_FENCE):
+        txn, error = self._owned(transactional_id, producer_id, producer_epoch)
+        if txn is not None and txn.state in (PREPARE_COMMIT, PREPARE_ABORT, PREPARE_EPOCH_FENCE):
             return None, ErrorCode.concurrent_transactions
-        return txn, ErrorCode.none
+        return txn, error
 
     def ongoing_partitions(self) -> dict[TopicPartition, list[TransactionListing]]:
         """For each partition in an open transaction, the transactions that include it (what
