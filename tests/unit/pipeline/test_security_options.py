@@ -7,6 +7,7 @@ from pathlib import Path
 
 from weir.cli.main import build_parser
 from weir.cli.pipeline import logs_job
+from weir.cli.pipeline_config import merged
 from weir.pipeline.options import SourceOptions
 
 
@@ -23,7 +24,7 @@ def test_command_config_and_x_flags_reach_the_source_and_the_metrics_producer(
          "--checkpoint", str(tmp_path / "c"), "--bootstrap-server", "broker:9094",
          "--command-config", str(properties), "-X", f"ssl.ca.location={tmp_path}/ca.pem"]
     )  # fmt: skip
-    job = logs_job(args)
+    job = logs_job(merged(args))
     expected = {
         "security.protocol": "SASL_SSL",
         "sasl.mechanism": "SCRAM-SHA-512",
