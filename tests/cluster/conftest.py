@@ -19,6 +19,9 @@ from cluster_processes import (
 
 from weir.cli.zookeeper import Installation, ZooKeeperServer
 
+#: junit properties that tests/conftest.py lists as measured figures in the terminal summary
+FIGURE_PREFIX = "figure: "
+
 
 @pytest.fixture
 def weir_command(tmp_path: Path) -> Iterator[Callable[..., WeirCommand]]:
@@ -56,10 +59,6 @@ def zookeeper(tmp_path: Path, zookeeper_installation: Installation) -> Iterator[
 
 # ---- cluster brokers (cluster_brokers.py) -------------------------------------------------------
 
-#: (test, figure, value, unit) measured by cluster tests; printed in the terminal summary
-MEASURED: list[tuple[str, str, float, str]] = []
-
-
 @pytest.fixture
 def cluster_brokers(tmp_path: Path) -> Iterator[BrokerSet]:
     """Brokers for one test (`start_cluster`, `add`); every one still running is killed after
@@ -78,19 +77,11 @@ def zk_view(zookeeper: ZooKeeperServer) -> Iterator[ZooKeeperView]:
 
 @pytest.fixture
 def figure(request: pytest.FixtureRequest, record_property: Callable[[str, object], None]):
-    """`figure(name, value, unit)`: print a measured figure (visible with -s), record it as a
-    junit property, and list it in the terminal summary."""
+    """`figure(name, value, unit)`: print a measured figure (visible with -s) and record it as
+    a junit property, which tests/conftest.py lists in the terminal summary."""
 
     def measured(name: str, value: float, unit: str = "s") -> None:
         print(f"\nFIGURE {request.node.name}: {name} = {value:.3f} {unit}")
-        record_property(name, value)
-        MEASURED.append((request.node.name, name, value, unit))
+        record_property(f"{FIGURE_PREFIX}{name}", f"{value:.3f} {unit}")
 
     return measured
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    if MEASURED:
-        terminalreporter.section("cluster figures")
-        for test, name, value, unit in MEASURED:
-            terminalreporter.write_line(f"{test}: {name} = {value:.3f} {unit}")
