@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import itertools
 import json
 import os
 import shutil
@@ -129,14 +130,15 @@ def delete_records(bootstrap: str, topic: str, partition: int, before: int) -> N
 
 class LineFeeder:
     """Produces demo lines (key = source) in chunks from a thread until stopped, recording
-    where each landed."""
+    where each landed. The sources take turns, line by line, so that every stretch of the
+    topic holds lines of every source (and messages of each recur in every micro-batch)."""
 
     def __init__(self, bootstrap: str, topic: str, *, chunk: int = 200) -> None:
-        lines = demo_lines()
+        by_source = [[(source, line) for line in texts] for source, texts in demo_lines().items()]
         self.records = [
             {"key": source.encode(), "value": line.encode()}
-            for source, texts in lines.items()
-            for line in texts
+            for turn in itertools.zip_longest(*by_source)
+            for source, line in filter(None, turn)
         ]
         self.bootstrap, self.topic, self.chunk = bootstrap, topic, chunk
         self.placed: list[tuple[int, int]] = []
