@@ -72,6 +72,7 @@ def produce_burst(
         if sent % 10_000 == 0 and time.perf_counter() - started > time_limit:
             break
     unanswered = producer.flush(120)
+    fk.close_client(producer)
     seconds = time.perf_counter() - started
     cpu = {n: round(b.cpu_seconds() - cpu_before[n], 3) for n, b in cluster.brokers.items()}
     total = sum(cpu.values())

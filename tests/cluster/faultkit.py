@@ -12,6 +12,13 @@ cut off from everyone, ZooKeeper included, and the packets are lost, not refused
 Everything created (namespaces, veths, bridge, processes) is named after this process id and
 removed by `FaultCluster.close()`; `sweep_stale()` removes what a killed run left behind.
 
+Test traffic never leaves the machine. Kafka clients (librdkafka above all) re-dial every broker
+they ever learned until their process exits, so once a bridge is gone its addresses would follow
+the default route off the machine. Before anything is created, the whole test range gets an
+`unreachable` route that is never removed: a live bridge's connected /24 is more specific and wins,
+and a dead bridge's addresses fail at once with "No route to host". `FaultCluster.close()` also
+closes the clients it tracks (`track`, `admin`) and stops its brokers before the network goes.
+
 The checker follows Jepsen's queue checks: every acknowledged value must be read back (lost),
 no value may sit at two offsets (duplicated), no offset may hold two values for any two
 observers, acknowledger included (divergent), and each reader sees offsets gap-free and in
@@ -21,6 +28,7 @@ order within one assignment.
 from __future__ import annotations
 
 import contextlib
+import gc
 import itertools
 import json
 import os
@@ -63,6 +71,10 @@ T = TypeVar("T")
 CHROOT = "/weir"
 BROKER_PORT = 9092
 NAME_PREFIX = "wflt"  # namespaces: wflt-<pid>-b<N>; interfaces: wf-<pid base 36>-<br|hN|nN>
+#: every bridge takes a /24 of this range; scripts/test installs the same route before the suite
+TEST_RANGE = "10.77.0.0/16"
+#: the unreachable route's metric: any other route to these addresses is preferred to it
+UNREACHABLE_METRIC = 4000
 READY_TIMEOUT = 60.0
 ZOOKEEPER_TIMEOUT = 10.0  # no read of the harness waits longer on ZooKeeper
 SESSION_TIMEOUT_MS = 6000
@@ -113,6 +125,17 @@ def ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return result
 
 
+def make_test_range_unroutable() -> None:
+    """Install (idempotently) and keep the `unreachable` route for the whole test range."""
+    ip("route", "replace", "unreachable", TEST_RANGE, "metric", str(UNREACHABLE_METRIC))
+
+
+def route_of(address: str) -> str:
+    """How the kernel would route to `address` now (`ip route get`'s answer, or its error)."""
+    result = ip("route", "get", address, check=False)
+    return (result.stdout or result.stderr).strip()
+
+
 def _base36(number: int) -> str:
     digits = "0123456789abcdefghijklmnopqrstuvwxyz"
     out = ""
@@ -153,6 +176,7 @@ class BrokerNetwork:
         return f"10.77.{self.subnet}.{10 + node}"
 
     def create(self) -> None:
+        make_test_range_unroutable()
         used = _subnets_in_use()
         self.subnet = next(s for s in range(20, 250) if s not in used)
         self.created = True
@@ -485,6 +509,7 @@ class FaultCluster:
         self.zk: KazooClient | None = None
         self.brokers: dict[int, NamespacedBroker] = {}
         self._lock = threading.Lock()
+        self._clients: list[object] = []  # closed by close() before the brokers and network go
 
     def __enter__(self) -> FaultCluster:
         try:
@@ -547,9 +572,19 @@ class FaultCluster:
             and all(v.brokers == set(self.brokers) for v in views)
         )
 
+    def track(self, client: T) -> T:
+        """`client` (a Kafka client, or a thread with `stop()`) is closed by `close()` before
+        the brokers and their network go, if it is not closed already."""
+        self._clients.append(client)
+        return client
+
     def close(self) -> list[str]:
-        """Stop everything, even after a failure half-way; leftovers that could not go."""
+        """Stop everything, even after a failure half-way; leftovers that could not go.
+        Clients first, then brokers, then ZooKeeper, and the network last."""
         problems = []
+        while self._clients:
+            close_client(self._clients.pop())
+        gc.collect()  # an AdminClient has no close(): its handle goes with its last reference
         for broker in self.brokers.values():
             with contextlib.suppress(Exception):
                 broker.kill()
@@ -682,7 +717,8 @@ class FaultCluster:
     # ---- topics ---------------------------------------------------------------------------------
 
     def admin(self) -> AdminClient:
-        return AdminClient({"bootstrap.servers": self.bootstrap, "log_level": LIBRDKAFKA_LOG_LEVEL})
+        config = {"bootstrap.servers": self.bootstrap, "log_level": LIBRDKAFKA_LOG_LEVEL}
+        return self.track(AdminClient(config))
 
     def create_topic(
         self,
@@ -697,6 +733,20 @@ class FaultCluster:
         for future in admin.create_topics([wanted], request_timeout=30).values():
             future.result(timeout)
         poll(lambda: self.isr_full(topic, partitions), timeout, f"{topic} fully in sync")
+
+
+def close_client(client: object, timeout: float = 10) -> None:
+    """Close a Kafka client (a producer's unsent messages are dropped) or stop a client thread;
+    an AdminClient has no close() and goes when it is garbage."""
+    with contextlib.suppress(Exception):
+        if isinstance(client, Producer):
+            client.purge()
+            client.close()
+        elif isinstance(client, Consumer):
+            client.close()
+        elif isinstance(client, threading.Thread):
+            getattr(client, "stop", lambda: None)()
+            client.join(timeout)
 
 
 def _free_port(host: str) -> int:
@@ -815,12 +865,14 @@ class ProducerWorker(threading.Thread):
             if ahead > 0:
                 producer.poll(ahead)
         self.unflushed = producer.flush(60)
+        close_client(producer)
 
     def _replace(self, producer: Producer) -> Producer:
         """A fresh producer (new producer id) after a fatal error; the old one's queue is
-        flushed as far as it can be."""
+        flushed as far as it can be, then it is closed."""
         with contextlib.suppress(Exception):
             producer.flush(5)
+        close_client(producer)
         return Producer({**producer_config(self.bootstrap), "error_cb": self._on_error})
 
     def stop(self) -> None:
@@ -1344,6 +1396,8 @@ def run_faults(
         cluster.bootstrap, topic, partitions, producers=producers, consumers=consumers, rate=rate
     )
     monitor = AvailabilityMonitor(cluster, topic, partitions)
+    for thread in (*workload.producers, *workload.readers, monitor):
+        cluster.track(thread)
     workload.start()
     monitor.start()
     records = []

@@ -141,7 +141,7 @@ def test_retried_write_is_acknowledged_only_once_replicated(cluster: FaultCluste
 
     settings = {**producer_config(cluster.bootstrap), "request.timeout.ms": 1500,
                 "message.timeout.ms": 60_000}  # fmt: skip
-    producer = Producer(settings)
+    producer = cluster.track(Producer(settings))
     for i in range(20):
         producer.produce(TOPIC, f"before-{i}".encode(), partition=0, on_delivery=delivered)
     assert producer.flush(30) == 0

@@ -54,6 +54,7 @@ class TransactionalWriter(threading.Thread):
         self.outcomes = Outcomes()
         self.stopping = threading.Event()
         self.errors: Counter[str] = Counter()
+        self.producer: Producer | None = None  # the one in use, closed when the thread ends
 
     def _producer(self) -> Producer:
         producer = Producer({"bootstrap.servers": self.bootstrap, "transactional.id": self.topic,
@@ -67,8 +68,18 @@ class TransactionalWriter(threading.Thread):
                 time.sleep(0.5)
         return producer
 
+    def stop(self) -> None:
+        self.stopping.set()
+
     def run(self) -> None:
         producer = self._producer()
+        try:
+            self._write(producer)
+        finally:
+            fk.close_client(self.producer)
+
+    def _write(self, producer: Producer) -> None:
+        self.producer = producer
         txn = 0
         while not self.stopping.is_set():
             txn += 1
@@ -93,9 +104,14 @@ class TransactionalWriter(threading.Thread):
                     try:
                         producer.abort_transaction(TIMEOUT)
                     except KafkaException:
-                        producer = self._producer()
+                        producer = self._replace(producer)
                 else:
-                    producer = self._producer()  # fatal, or a state the client cannot leave
+                    producer = self._replace(producer)  # fatal, or a state it cannot leave
+
+    def _replace(self, producer: Producer) -> Producer:
+        fk.close_client(producer)
+        self.producer = self._producer()
+        return self.producer
 
 
 def read_committed(bootstrap: str, topic: str) -> list[str]:
@@ -224,7 +240,7 @@ def run_txn_faults(
     rng = random.Random(seed)
     log(f"transaction fault seed {seed}")
     cluster.create_topic(topic, PARTITIONS, 3, fk.TOPIC_CONFIG)
-    writer = TransactionalWriter(cluster.bootstrap, topic)
+    writer = cluster.track(TransactionalWriter(cluster.bootstrap, topic))
     writer.start()
     records: list[TxnRound] = []
     quiet_rate: float | None = None
