@@ -62,6 +62,7 @@ def test_a_node_id_already_live_is_refused_by_name(zookeeper, cluster_brokers, z
     code = second.wait_exit(EXIT_TIMEOUT)
     output = second.logs()
     assert code != 0
+    assert "broker id 2 is still registered by session" in output  # it waited first, saying so
     assert "broker id 2 is already registered in ZooKeeper by another live broker" in output
     assert "Traceback" not in output, "a plain error, not a stack trace"
     assert "weir broker ready" not in output
@@ -74,6 +75,27 @@ def test_a_node_id_already_live_is_refused_by_name(zookeeper, cluster_brokers, z
     assert view.brokers == {2: ("127.0.0.1", first.port, None)} and view.controller == 2
     create_topics(admin_for([first]), NewTopic("still-serving", 2, 1))
     wait_same_everywhere([first], "still-serving", 2)
+
+
+def test_a_broker_restarted_right_after_kill_9_waits_for_its_old_session(
+    zookeeper, cluster_brokers, zk_view, figure
+):
+    connect = f"{zookeeper.connect}{CHROOT}"
+    broker = cluster_brokers.add(1, connect, config=CONFIG)
+    broker.start()
+    assert wait_settled([broker]) == 1
+    _, crashed = zk_view.client.get(zk_view.path("/brokers/ids/1"))
+    broker.kill()
+    restarted = time.monotonic()
+    broker.start(timeout=SESSION_TIMEOUT_S + 60)
+    figure("restart right after kill -9 -> ready", time.monotonic() - restarted)
+    output = broker.logs_since_start()
+    assert "broker id 1 is still registered by session" in output
+    assert "already registered in ZooKeeper by another live broker" not in output
+    _, now = zk_view.client.get(zk_view.path("/brokers/ids/1"))
+    assert now.ephemeralOwner != crashed.ephemeralOwner
+    assert wait_settled([broker]) == 1
+    create_topics(admin_for([broker]), NewTopic("after-the-crash", 1, 1))
 
 
 # ---- ZooKeeper at start ------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """`weir cluster up` as a user runs it: ZooKeeper and three brokers in three racks that a real
 client sees, one ready line, and a clean stop on Ctrl-C with every child gone; a broker that dies
-is named with the end of its log and the rest are stopped."""
+is named with the end of its log while the rest keep serving, and can be restarted."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pathlib import Path
 
 from cluster_processes import free_port, free_port_range, processes_mentioning, wait_until_gone
 from confluent_kafka.admin import AdminClient
+from faultkit import poll
 
 from weir.cli.cluster import plan_brokers
 
@@ -46,17 +47,50 @@ def test_three_brokers_in_three_racks(tmp_path, zookeeper_installation, weir_com
     assert wait_until_gone(f"{data_dir}/") == []
 
 
-def test_a_broker_killed_later_stops_the_cluster(tmp_path, zookeeper_installation, weir_command):
+def test_a_killed_broker_is_reported_the_others_serve_and_it_can_be_restarted(
+    tmp_path, zookeeper_installation, weir_command
+):
+    """A failover drill: kill -9 one broker; `cluster up` names it and keeps the others; `weir
+    cluster restart-broker` brings it back (waiting out its old ZooKeeper session) and
+    `stop-broker` stops another without it being reported as a death."""
     data_dir = tmp_path / "cluster"
-    command, _, _ = cluster_up(weir_command, data_dir, 3)
+    command, _, base = cluster_up(weir_command, data_dir, 3)
     command.wait_for_line(READY, READY_TIMEOUT)
     [broker_2] = processes_mentioning(f"{data_dir}/broker-2 ")
     os.kill(broker_2, signal.SIGKILL)
-    assert command.wait(timeout=90) == 1
-    assert command.stderr().startswith(
-        f"weir: broker 2 was killed by SIGKILL; the end of {data_dir}/broker-2.log:"
-    )
+    death = "weir: broker 2 was killed by SIGKILL; the others keep running"
+    poll(lambda: command.stderr().startswith(death), 30, "the death reported")
+    assert f"the end of {data_dir}/broker-2.log:" in command.stderr()
+    assert command.process.poll() is None
+    admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{base}", "log_level": 0})
+    poll(lambda: set(admin.list_topics(timeout=10).brokers) == {1, 3}, 60, "1 and 3 listed")
+
+    restart = weir_command("cluster", "restart-broker", "2", "--data-dir", str(data_dir))
+    assert restart.wait(timeout=180) == 0, restart.stderr()
+    assert restart.stdout() == f"broker 2 ready on 127.0.0.1:{base + 1}\n"
+    poll(lambda: set(admin.list_topics(timeout=10).brokers) == {1, 2, 3}, 60, "2 is back")
+
+    stop = weir_command("cluster", "stop-broker", "3", "--data-dir", str(data_dir))
+    assert stop.wait(timeout=90) == 0, stop.stderr()
+    assert stop.stdout() == "broker 3 stopped\n"
+    assert wait_until_gone(f"{data_dir}/broker-3 ") == []
+
+    unknown = weir_command("cluster", "restart-broker", "7", "--data-dir", str(data_dir))
+    assert unknown.wait(timeout=30) == 1
+    assert unknown.stderr() == "weir: no broker 7 in this cluster (brokers 1..3)\n"
+
+    command.process.send_signal(signal.SIGTERM)
+    assert command.wait(timeout=90) == 0
+    assert command.stderr().count("weir: broker ") == 1  # broker 3 was stopped, not dead
     assert wait_until_gone(f"{data_dir}/") == []
+
+
+def test_control_commands_without_a_running_cluster_say_so(tmp_path, weir_command):
+    command = weir_command("cluster", "stop-broker", "1", "--data-dir", str(tmp_path / "none"))
+    assert command.wait(timeout=30) == 1
+    assert command.stderr() == (
+        f"weir: no `weir cluster up` is running with data directory {tmp_path / 'none'}\n"
+    )
 
 
 def test_a_broker_that_cannot_start_is_reported(tmp_path, zookeeper_installation, weir_command):

@@ -145,7 +145,8 @@ class MetadataCache:
             waiter: asyncio.Future[None] = loop.create_future()
             self._waiters.append(waiter)
             try:
-                await asyncio.wait_for(waiter, remaining)
+                async with asyncio.timeout(remaining):
+                    await waiter
             except TimeoutError:
                 return condition()
         return True
@@ -278,22 +279,20 @@ class ClusterNode:
             if address is not None:
                 connection = PeerConnection(address, "weir-shutdown", security=self.peer_security)
                 try:
-                    response = await asyncio.wait_for(
-                        connection.request(
+                    async with asyncio.timeout(timeout_s):
+                        response = await connection.request(
                             InterBrokerApiKey.CONTROLLED_SHUTDOWN,
                             CONTROLLED_SHUTDOWN_VERSION,
                             body,
-                        ),
-                        timeout_s,
-                    )
+                        )
                 except (OSError, TimeoutError, asyncio.IncompleteReadError,
                         RemoteProtocolError) as exc:  # fmt: skip
                     log.warning("controlled shutdown, attempt %d: %s", attempt, exc)
                 else:
                     if response.error_code == ErrorCode.none:
                         remaining = len(response.remaining_partitions)
-                        log.warning("controlled shutdown: leaderships moved; %d remain here "
-                                    "(no other in-sync replica)", remaining)  # fmt: skip
+                        log.info("controlled shutdown: leaderships moved; %d remain here "
+                                 "(no other in-sync replica)", remaining)  # fmt: skip
                         return
                     log.warning("controlled shutdown, attempt %d: %s", attempt,
                                 ErrorCode(response.error_code).name)  # fmt: skip

@@ -38,6 +38,8 @@ MAX_WAIT_MS = 500
 FETCH_MAX_BYTES = 16 * 1024 * 1024
 PARTITION_MAX_BYTES = 1024 * 1024
 RETRY_BACKOFF_S = 0.5
+#: how long closing a fetcher waits for its loop to leave (one round trip is cut short by then)
+CLOSE_TIMEOUT_S = 5.0
 CLIENT_ID = "weir-replica-fetcher"
 
 TopicPartition = tuple[str, int]
@@ -79,8 +81,12 @@ class LeaderFetcher:
         self.partitions.pop(tp, None)
 
     async def close(self) -> None:
+        """Stop fetching; returns within CLOSE_TIMEOUT_S whatever the fetch loop is doing."""
         self._task.cancel()
-        await asyncio.gather(self._task, return_exceptions=True)
+        done, _ = await asyncio.wait({self._task}, timeout=CLOSE_TIMEOUT_S)
+        if not done:
+            log.error("the fetcher from broker %d did not stop within %gs of its cancellation; "
+                      "left behind", self.leader_id, CLOSE_TIMEOUT_S)  # fmt: skip
         self._connection.close()
 
     async def _run(self) -> None:
@@ -93,6 +99,8 @@ class LeaderFetcher:
                 await self._truncate_diverged()
                 await self._fetch_once()
             except (OSError, asyncio.IncompleteReadError, RemoteProtocolError) as exc:
+                if _cancelling():  # a failure that raced our cancellation: leave, do not retry
+                    raise asyncio.CancelledError from exc
                 log.info("fetching from broker %d at %s:%d: %s; retrying", self.leader_id,
                          *self.address, exc)  # fmt: skip
                 await asyncio.sleep(RETRY_BACKOFF_S)
@@ -233,6 +241,12 @@ class LeaderFetcher:
                           exc)  # fmt: skip
                 return
         partition_log.update_high_watermark(min(data.high_watermark, partition_log.log_end_offset))
+
+
+def _cancelling() -> bool:
+    """Whether the running task has been asked to stop."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 class ReplicaFetchers:

@@ -46,9 +46,11 @@ class PeerConnection:
         is then closed)."""
         async with self._lock:
             try:
-                return await asyncio.wait_for(
-                    self._exchange(api_key, version, body), self._timeout_s
-                )
+                # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a
+                # cancellation that arrives as the request fails, and the caller's task then
+                # never learns it was cancelled
+                async with asyncio.timeout(self._timeout_s):
+                    return await self._exchange(api_key, version, body)
             except BaseException:
                 self.close()
                 raise

@@ -471,7 +471,8 @@ class ReplicaManager:
             future: asyncio.Future[ErrorCode] = asyncio.get_running_loop().create_future()
             partition.produce_waiters.append((end_offset, future))
             try:
-                error = await asyncio.wait_for(future, timeout_ms / 1000)
+                async with asyncio.timeout(timeout_ms / 1000):
+                    error = await future
             except TimeoutError:
                 return ErrorCode.request_timed_out
             if error is not ErrorCode.none:
@@ -697,7 +698,8 @@ class ReplicaManager:
         for partition in watched:
             partition.waiters.append(waiter)
         try:
-            await asyncio.wait_for(waiter, timeout_ms / 1000)
+            async with asyncio.timeout(timeout_ms / 1000):
+                await waiter
         except TimeoutError:
             pass
         finally:

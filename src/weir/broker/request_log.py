@@ -41,6 +41,7 @@ ROUTINE_ERRORS = frozenset({
     ErrorCode.topic_already_exists,
     ErrorCode.offset_out_of_range,
     ErrorCode.group_id_not_found,
+    ErrorCode.election_not_needed,  # the usual answer of kafka-leader-election.sh --all-...
     ErrorCode.kafka_storage_error,  # logged where the disk refused
 })  # fmt: skip
 

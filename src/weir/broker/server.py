@@ -49,6 +49,7 @@ from weir.broker.security.listener_security import ListenerSecurity, listener_se
 from weir.broker.security.listeners import Listener
 from weir.broker.security.scram import ScramCredential, ScramMechanism
 from weir.broker.security.session import Session, bind
+from weir.broker.shutdown import CONTROLLED_SHUTDOWN_BUDGET_S, ShutdownDeadline
 from weir.broker.topics import TopicManager
 from weir.broker.transport import PlaintextTransport, TlsError, TlsTransport, Transport
 from weir.broker.tuning import apply_allocator_settings
@@ -609,11 +610,19 @@ def run(config: BrokerConfig, *, ready_file: Path | None = None) -> int:
         if ready_file is not None:
             ready_file.write_text(_ready_text(host, port, broker.endpoints))
         await stop.wait()
+        deadline = ShutdownDeadline(loop)
+        deadline.start()
         if broker.cluster is not None:
-            await broker.cluster.controlled_shutdown()
+            try:
+                async with asyncio.timeout(CONTROLLED_SHUTDOWN_BUDGET_S):
+                    await broker.cluster.controlled_shutdown()
+            except TimeoutError:
+                log.warning("controlled shutdown did not complete within %gs; stopping anyway",
+                            CONTROLLED_SHUTDOWN_BUDGET_S)  # fmt: skip
         server.cancel()
         await asyncio.gather(server, return_exceptions=True)
         await broker.close()
+        deadline.finish()
 
     uvloop.run(main())
     return 0

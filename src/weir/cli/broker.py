@@ -4,6 +4,7 @@ a member of a ZooKeeper cluster (`--zookeeper`)."""
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,8 @@ def run_start(args: argparse.Namespace) -> int:
     except ValueError as exc:  # a setting that cannot be used
         print(f"weir: {exc}", file=sys.stderr)
         return 2
+    if not args.verbose:  # state changes are logged at INFO, as Kafka's brokers show them
+        logging.getLogger().setLevel(logging.INFO)
     from weir.broker.security.errors import SecurityConfigError
     from weir.broker.server import run
     from weir.cluster.metadata import MetadataError

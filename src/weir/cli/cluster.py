@@ -6,18 +6,22 @@ children on consecutive ports, waits for each broker's ready line and prints one
 
     weir cluster ready: bootstrap 127.0.0.1:9092,127.0.0.1:9093 zookeeper 127.0.0.1:2181
 
-It stays in the foreground. Ctrl-C or SIGTERM stops the brokers, then ZooKeeper, and exits 0;
-a child that dies is reported with the end of its log, the rest are stopped, and it exits 1.
+It stays in the foreground. Ctrl-C or SIGTERM stops the brokers, then ZooKeeper, and exits 0.
+A broker that dies is reported with the end of its log and the others keep running;
+`weir cluster stop-broker N` and `weir cluster restart-broker N` (same --data-dir) ask the running
+`cluster up` to stop or (re)start one. ZooKeeper dying stops everything and exits 1.
 Everything lives under the data directory: zookeeper/, broker-N/ and broker-N.log.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import socket
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
@@ -26,20 +30,23 @@ from confluent_kafka import ElectionType, KafkaError, KafkaException, TopicParti
 
 from weir.cli import kafka_errors
 from weir.cli.clients import add_bootstrap, add_client_settings, admin_client
-from weir.cli.zookeeper import (
+from weir.cli.supervise import (
+    Interrupted,
     LoggedProcess,
     StartError,
-    ZooKeeperServer,
-    ensure_port_free,
-    signals_ignored,
-    sigterm_interrupts,
+    StopRequest,
+    stop_all,
 )
+from weir.cli.zookeeper import ZooKeeperServer, ensure_port_free
 
 HOST = "127.0.0.1"
 BROKER_READY = "weir broker ready on "  # the line `weir broker start` prints once it serves
 READY_LINE = "weir cluster ready: bootstrap {bootstrap} zookeeper {zookeeper}"
 BROKER_STOP_TIMEOUT = 30.0  # a broker's controlled shutdown moves its leaderships first
 POLL_SECONDS = 0.1
+CONTROL_READ_SECONDS = 5.0  # a control request is one short line
+#: restart-broker waits for a controlled shutdown, then for the new broker's ready line
+CONTROL_ANSWER_SECONDS = 180.0
 
 
 @dataclass
@@ -116,6 +123,16 @@ def register(commands: Any) -> None:
     up.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
                     help="wait this long for ZooKeeper, then the brokers (default 60)")  # fmt: skip
     up.set_defaults(run=run_up)
+    for action, text in (("stop-broker", "stop one broker of the running `weir cluster up` "
+                                         "(controlled shutdown; it stays down)"),
+                         ("restart-broker", "stop (if running) and start one broker of the "
+                                            "running `weir cluster up`, waiting until it serves")):
+        control = sub.add_parser(action, help=text)
+        control.add_argument("node_id", type=_positive, metavar="N", help="the broker's node id")
+        control.add_argument("--data-dir", type=Path, default=Path("weir-cluster"),
+                             help="the data directory `weir cluster up` was given "
+                                  "(default ./weir-cluster)")
+        control.set_defaults(run=run_control)
     elect = sub.add_parser(
         "elect-leaders",
         help="move leadership to preferred replicas, or elect leaders of leaderless partitions",
@@ -157,59 +174,199 @@ def run_up(args: argparse.Namespace) -> int:
     brokers = plan_brokers(
         args.data_dir, args.brokers, args.racks, args.base_port, args.broker_config
     )
-    with sigterm_interrupts():
+    with StopRequest() as stop, ControlSocket(args.data_dir) as control:
+        supervisor = Supervisor(zookeeper, brokers, stop, args.timeout)
         try:
-            _start(zookeeper, brokers, args.timeout)
+            supervisor.start()
             print(ready_line(brokers, zookeeper), flush=True)
-            _supervise(zookeeper, brokers)
-        except KeyboardInterrupt:
+            supervisor.run(control)
+        except Interrupted:
             return 0
         except StartError as exc:
             print(f"weir: {exc}", file=sys.stderr)
             return 1
         finally:
-            with signals_ignored():
-                _stop(zookeeper, brokers)
+            supervisor.stop_everything()
 
 
-def _start(zookeeper: ZooKeeperServer, brokers: Sequence[BrokerChild], timeout: float) -> None:
-    for broker in brokers:  # before anything starts, so a taken port fails fast
-        ensure_port_free(HOST, broker.port)
-    zookeeper.start()
-    zookeeper.wait_ready(timeout)
-    for broker in brokers:
-        broker.child.spawn(broker.command(zookeeper.connect))
-    deadline = time.monotonic() + timeout
-    while not all(broker.ready() for broker in brokers):
-        _check_running(zookeeper, brokers)
-        if time.monotonic() > deadline:
-            late = next(broker for broker in brokers if not broker.ready())
-            raise StartError(f"{late.child.name} not ready within {timeout:g}s; "
-                             f"{late.child.describe_log()}")  # fmt: skip
-        time.sleep(POLL_SECONDS)
+class Supervisor:
+    """ZooKeeper and the brokers of `weir cluster up`, watched from the main thread.
+
+    A broker that dies is reported once and left down (the others keep serving; failover drills
+    need exactly that) until `weir cluster restart-broker N` asks for it; ZooKeeper dying ends
+    the cluster. Every stop is bounded: SIGTERM, a deadline, SIGKILL, and a report of what had
+    to be killed."""
+
+    def __init__(
+        self,
+        zookeeper: ZooKeeperServer,
+        brokers: Sequence[BrokerChild],
+        stop: StopRequest,
+        timeout: float,
+    ) -> None:
+        self.zookeeper = zookeeper
+        self.brokers = {broker.node_id: broker for broker in brokers}
+        self.stop = stop
+        self.timeout = timeout
+        self.down: set[int] = set()  # reported dead, or stopped on request
+
+    def start(self) -> None:
+        for broker in self.brokers.values():  # before anything starts, so a taken port fails fast
+            ensure_port_free(HOST, broker.port)
+        self.zookeeper.start()
+        self.zookeeper.wait_ready(self.timeout, self.stop)
+        for broker in self.brokers.values():
+            broker.child.spawn(broker.command(self.zookeeper.connect))
+        deadline = time.monotonic() + self.timeout
+        while late := [b for b in self.brokers.values() if not b.ready()]:
+            for broker in late:
+                if broker.child.poll() is not None:
+                    raise broker.child.exit_error()
+            if self.zookeeper.poll() is not None:
+                raise self.zookeeper.child.exit_error()
+            if time.monotonic() > deadline:
+                raise StartError(f"{late[0].child.name} not ready within {self.timeout:g}s; "
+                                 f"{late[0].child.describe_log()}")  # fmt: skip
+            self.stop.sleep(POLL_SECONDS)
+
+    def run(self, control: ControlSocket) -> NoReturn:
+        """Watch the children and serve control requests until a stop is requested
+        (Interrupted) or ZooKeeper dies (StartError)."""
+        while True:
+            if self.zookeeper.poll() is not None:
+                raise self.zookeeper.child.exit_error()
+            for node_id, broker in self.brokers.items():
+                if node_id not in self.down and broker.child.poll() is not None:
+                    self.down.add(node_id)
+                    self._report_death(broker)
+            control.serve(self.handle)
+            self.stop.sleep(POLL_SECONDS)
+
+    @staticmethod
+    def _report_death(broker: BrokerChild) -> None:
+        print(f"weir: {broker.child.name} {broker.child.describe_exit()}; the others keep "
+              f"running (`weir cluster restart-broker {broker.node_id}` starts it again); "
+              f"{broker.child.describe_log()}", file=sys.stderr, flush=True)  # fmt: skip
+
+    def handle(self, action: str, node_id: int) -> str:
+        """One control request: the answer line, "ok ..." or "error ..."."""
+        broker = self.brokers.get(node_id)
+        if broker is None:
+            return f"error no broker {node_id} in this cluster (brokers {min(self.brokers)}.." \
+                   f"{max(self.brokers)})"  # fmt: skip
+        if action == "stop-broker":
+            return self.stop_broker(broker)
+        if action == "restart-broker":
+            stopped = self.stop_broker(broker) if broker.child.running else ""
+            return self.start_broker(broker, stopped)
+        return f"error unknown action {action!r}"
+
+    def stop_broker(self, broker: BrokerChild) -> str:
+        self.down.add(broker.node_id)
+        if not broker.child.running:
+            return f"ok {broker.child.name} was not running"
+        if broker.child.stop(BROKER_STOP_TIMEOUT):
+            return (f"ok {broker.child.name} killed: not stopped {BROKER_STOP_TIMEOUT:g}s "
+                    "after SIGTERM")  # fmt: skip
+        return f"ok {broker.child.name} stopped"
+
+    def start_broker(self, broker: BrokerChild, stopped: str) -> str:
+        prefix = f"{stopped.removeprefix('ok ')}; " if stopped else ""
+        broker.child.spawn(broker.command(self.zookeeper.connect))
+        deadline = time.monotonic() + self.timeout
+        while not broker.ready():
+            if broker.child.poll() is not None:
+                return f"error {prefix}{broker.child.exit_error()}"
+            if time.monotonic() > deadline:
+                return f"error {prefix}{broker.child.name} not ready within {self.timeout:g}s"
+            self.stop.sleep(POLL_SECONDS)
+        self.down.discard(broker.node_id)
+        return f"ok {prefix}{broker.child.name} ready on {broker.listen}"
+
+    def stop_everything(self) -> None:
+        """Brokers first (all at once), while ZooKeeper still serves their shutdown; then
+        ZooKeeper. Each group within its bound; what had to be killed is reported."""
+        killed = stop_all([broker.child for broker in self.brokers.values()], BROKER_STOP_TIMEOUT)
+        if self.zookeeper.stop():
+            killed.append(self.zookeeper.child.name)
+        if killed:
+            print(f"weir: killed after the stop timeout: {', '.join(killed)}", file=sys.stderr)
 
 
-def _supervise(zookeeper: ZooKeeperServer, brokers: Sequence[BrokerChild]) -> NoReturn:
-    """Watch the children until one exits (StartError) or a signal interrupts."""
-    while True:
-        _check_running(zookeeper, brokers)
-        time.sleep(POLL_SECONDS)
+class ControlSocket:
+    """The Unix socket `weir cluster stop-broker|restart-broker` talk to: one request line
+    ("ACTION NODE_ID"), one answer line. Its name is abstract (no file to clean up), derived from
+    the resolved data directory, so commands find the cluster by its --data-dir."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.address = control_address(data_dir)
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+
+    def __enter__(self) -> ControlSocket:
+        try:
+            self.listener.bind(self.address)
+        except OSError:
+            self.listener.close()
+            raise StartError("another `weir cluster up` is running with this data directory") \
+                from None  # fmt: skip
+        self.listener.listen(4)
+        self.listener.setblocking(False)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.listener.close()
+
+    def serve(self, handle: Callable[[str, int], str]) -> None:
+        """Answer the requests waiting now, if any (never blocks on an idle socket)."""
+        while True:
+            try:
+                connection, _ = self.listener.accept()
+            except BlockingIOError:
+                return
+            with connection:
+                connection.settimeout(CONTROL_READ_SECONDS)
+                try:
+                    answer = self._answer(connection.makefile("r").readline(), handle)
+                    connection.sendall(answer.encode() + b"\n")
+                except OSError:
+                    continue  # the asking command went away: nothing to tell it
+
+    @staticmethod
+    def _answer(line: str, handle: Callable[[str, int], str]) -> str:
+        match line.split():
+            case [action, node] if node.isdigit():
+                return handle(action, int(node))
+            case _:
+                return f"error malformed request {line.strip()!r}"
 
 
-def _check_running(zookeeper: ZooKeeperServer, brokers: Sequence[BrokerChild]) -> None:
-    for child in (zookeeper.child, *(broker.child for broker in brokers)):
-        if child.process is not None and child.poll() is not None:
-            raise child.exit_error()
+def control_address(data_dir: Path) -> str:
+    digest = hashlib.sha256(str(data_dir.resolve()).encode()).hexdigest()[:24]
+    return f"\0weir-cluster-{digest}"
 
 
-def _stop(zookeeper: ZooKeeperServer, brokers: Sequence[BrokerChild]) -> None:
-    """Brokers first (all at once), while ZooKeeper still serves their shutdown; then ZooKeeper."""
-    for broker in brokers:
-        broker.child.terminate()
-    deadline = time.monotonic() + BROKER_STOP_TIMEOUT
-    for broker in brokers:
-        broker.child.wait_stopped(max(0.0, deadline - time.monotonic()))
-    zookeeper.stop()
+def run_control(args: argparse.Namespace) -> int:
+    """`weir cluster stop-broker|restart-broker N`: ask the running `weir cluster up`."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(CONTROL_ANSWER_SECONDS)
+        try:
+            sock.connect(control_address(args.data_dir))
+            sock.sendall(f"{args.cluster_command} {args.node_id}\n".encode())
+            answer = sock.makefile("r").readline().strip()
+        except (ConnectionRefusedError, FileNotFoundError):
+            print(f"weir: no `weir cluster up` is running with data directory {args.data_dir}",
+                  file=sys.stderr)  # fmt: skip
+            return 1
+        except TimeoutError:
+            print(f"weir: no answer from `weir cluster up` within {CONTROL_ANSWER_SECONDS:g}s",
+                  file=sys.stderr)  # fmt: skip
+            return 1
+    status, _, text = answer.partition(" ")
+    if status != "ok":
+        print(f"weir: {text or 'the cluster closed the connection'}", file=sys.stderr)
+        return 1
+    print(text)
+    return 0
 
 
 def run_elect_leaders(args: argparse.Namespace) -> int:

@@ -5,27 +5,25 @@ configuration generated into the data directory, and prints one line
 `weir zookeeper ready on HOST:PORT` once the server answers `ruok` with `imok`.
 
 `ZooKeeperServer` is the reusable part (`weir cluster up` and tests start ZooKeeper through it);
-`LoggedProcess` supervises any child whose output goes to a log file. This module never talks
+its child is a `weir.cli.supervise.LoggedProcess`. This module never talks
 ZooKeeper's protocol beyond the `ruok` four-letter word: metadata lives in `weir.cluster`.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import errno
 import shlex
 import shutil
-import signal
 import socket
-import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
+
+from weir.cli.supervise import Interrupted, LoggedProcess, StartError, StopRequest
 
 # Debian's zkEnv.sh is a symlink to this file; zkServer.sh sources it for CLASSPATH and ZOOCFGDIR.
 DEBIAN_ENVIRONMENT = Path("/etc/zookeeper/conf/environment")
@@ -37,6 +35,7 @@ MISSING_PACKAGE = "ZooKeeper is not installed: install Debian's `zookeeper` pack
 MISSING_JAVA = "java is not on PATH: install a Java runtime (Debian: openjdk-17-jre-headless)"
 LOG_FILE = "zookeeper.log"
 STOP_TIMEOUT = 10.0
+POLL_SECONDS = 0.1
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,10 +51,6 @@ JVM_OPTIONS = (
     JvmOption("-XX:+ExitOnOutOfMemoryError", "die visibly (the supervisor reports it) rather "
                                              "than limp on"),
 )  # fmt: skip
-
-
-class StartError(Exception):
-    """A child service could not start, or died; the message is written for the user."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,92 +151,6 @@ def ensure_port_free(host: str, port: int) -> None:
             raise StartError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
 
 
-class LoggedProcess:
-    """One child process, its stdout and stderr appended to a log file.
-
-    The child gets its own process group, so a Ctrl-C at the terminal reaches only the
-    supervising weir process, which then stops its children in order. Where util-linux's
-    `setpriv` exists the child is also sent SIGTERM if weir itself dies, so no server outlives
-    an interrupted test run. That signal is tied to the spawning *thread* (PR_SET_PDEATHSIG):
-    spawn from a thread that lives as long as the child, e.g. the main thread."""
-
-    def __init__(self, name: str, log_path: Path) -> None:
-        self.name = name
-        self.log_path = log_path
-        self.process: subprocess.Popen[bytes] | None = None
-        self._log_start = 0
-
-    def spawn(self, command: Sequence[str]) -> None:
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self._log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
-        setpriv = shutil.which("setpriv")
-        guard = [setpriv, "--pdeathsig", "TERM", "--"] if setpriv else []
-        with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(
-                [*guard, *command],
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                process_group=0,
-            )
-
-    @property
-    def pid(self) -> int:
-        assert self.process is not None, f"{self.name} is not running"
-        return self.process.pid
-
-    def poll(self) -> int | None:
-        """The exit code once the child has exited; None while it runs (or was never started)."""
-        return None if self.process is None else self.process.poll()
-
-    def terminate(self) -> None:
-        """Send SIGTERM without waiting (several children can then stop at once)."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-
-    def wait_stopped(self, timeout: float) -> int | None:
-        """Wait for the child to exit, SIGKILL it after `timeout` seconds; its exit code."""
-        if self.process is None:
-            return None
-        try:
-            return self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            return self.process.wait()
-
-    def stop(self, timeout: float = STOP_TIMEOUT) -> int | None:
-        self.terminate()
-        return self.wait_stopped(timeout)
-
-    def kill(self) -> None:
-        if self.process is not None:
-            self.process.kill()
-            self.process.wait()
-
-    def log_since_start(self) -> str:
-        """What the child has logged since its last spawn."""
-        if not self.log_path.exists():
-            return ""
-        with open(self.log_path, "rb") as log:
-            log.seek(self._log_start)
-            return log.read().decode(errors="replace")
-
-    def log_tail(self, lines: int = 20) -> str:
-        return "\n".join(self.log_since_start().splitlines()[-lines:])
-
-    def describe_log(self) -> str:
-        """The end of the log since the last spawn, introduced for an error message."""
-        tail = self.log_tail()
-        return f"the end of {self.log_path}:\n{tail}" if tail else f"nothing in {self.log_path}"
-
-    def exit_error(self) -> StartError:
-        code = self.poll()
-        how = f"exited with code {code}"
-        if code is not None and code < 0:
-            how = f"was killed by {signal.Signals(-code).name}"
-        return StartError(f"{self.name} {how}; {self.describe_log()}")
-
-
 class ZooKeeperServer:
     """A standalone ZooKeeper (Debian's jars) in `data_dir`: zoo.cfg, log4j.properties, the
     snapshots and transaction logs (version-2/) and zookeeper.log all live there. `start()`
@@ -293,16 +202,19 @@ class ZooKeeperServer:
         self.child.spawn([installation.java, *flags, logging, "-cp", classpath, MAIN_CLASS,
                           str(config)])  # fmt: skip
 
-    def wait_ready(self, timeout: float = 30.0) -> None:
+    def wait_ready(self, timeout: float = 30.0, stop: StopRequest | None = None) -> None:
         """Return once the server answers `ruok`; StartError if it exits or is not ready in
-        `timeout` seconds (with the end of its log)."""
+        `timeout` seconds (with the end of its log), Interrupted if `stop` is requested."""
         deadline = time.monotonic() + timeout
         while not ruok(self.host, self.port):
             self._check_running()
             if time.monotonic() > deadline:
                 raise StartError(f"ZooKeeper did not answer on {self.connect} within "
                                  f"{timeout:g}s; {self.child.describe_log()}")  # fmt: skip
-            time.sleep(0.1)
+            if stop is not None:
+                stop.sleep(POLL_SECONDS)
+            else:
+                time.sleep(POLL_SECONDS)
         self._check_running()
 
     def _check_running(self) -> None:
@@ -315,13 +227,8 @@ class ZooKeeperServer:
     def poll(self) -> int | None:
         return self.child.poll()
 
-    def wait(self) -> int:
-        """Block until the server exits; its exit code."""
-        assert self.child.process is not None, "ZooKeeper was not started"
-        return self.child.process.wait()
-
-    def stop(self, timeout: float = STOP_TIMEOUT) -> int | None:
-        """SIGTERM, then SIGKILL after `timeout` seconds; the exit code (None if never started)."""
+    def stop(self, timeout: float = STOP_TIMEOUT) -> bool:
+        """SIGTERM, then SIGKILL after `timeout` seconds; whether it had to be killed."""
         return self.child.stop(timeout)
 
     def kill(self) -> None:
@@ -343,32 +250,6 @@ class ZooKeeperServer:
         self.stop()
 
 
-@contextlib.contextmanager
-def sigterm_interrupts() -> Iterator[None]:
-    """SIGTERM raises KeyboardInterrupt, as Ctrl-C does, so one path shuts down for both."""
-
-    def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-@contextlib.contextmanager
-def signals_ignored() -> Iterator[None]:
-    """Ignore SIGINT and SIGTERM while children are being stopped (stopping ends in SIGKILL
-    after a timeout anyway), so a second Ctrl-C cannot leave one behind."""
-    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
 def register(commands: Any) -> None:
     parser = commands.add_parser("zookeeper", help="run a development ZooKeeper")
     sub = parser.add_subparsers(dest="zookeeper_command", required=True, metavar="ACTION")
@@ -384,18 +265,20 @@ def register(commands: Any) -> None:
 
 def run_start(args: argparse.Namespace) -> int:
     server = ZooKeeperServer(args.data_dir, host=args.host, port=args.port)
-    with sigterm_interrupts():
+    with StopRequest() as stop:
         try:
             server.start()
-            server.wait_ready(args.timeout)
+            server.wait_ready(args.timeout, stop)
             print(f"weir zookeeper ready on {server.connect}", flush=True)
-            server.wait()
+            while server.poll() is None:
+                stop.sleep(POLL_SECONDS)
             raise server.child.exit_error()
-        except KeyboardInterrupt:
+        except Interrupted:
             return 0
         except StartError as exc:
             print(f"weir: {exc}", file=sys.stderr)
             return 1
         finally:
-            with signals_ignored():
-                server.stop()
+            if server.stop():
+                print(f"weir: ZooKeeper did not stop within {STOP_TIMEOUT:g}s of SIGTERM; "
+                      "killed it", file=sys.stderr)  # fmt: skip

@@ -270,7 +270,7 @@ class Controller:
         self._generation += 1
         self.controller_id = self.node_id
         self._schedule_balance_check()
-        log.warning("broker %d is the controller (epoch %d)", self.node_id, self.epoch)
+        log.info("broker %d is the controller (epoch %d)", self.node_id, self.epoch)
         self._become_controller()
 
     def _increment_epoch(self) -> None:
@@ -307,7 +307,7 @@ class Controller:
         self._shutting_down.clear()
         self._next_balance_check = float("inf")
         if was_active:
-            log.warning("broker %d is no longer the controller", self.node_id)
+            log.info("broker %d is no longer the controller", self.node_id)
             self._delete_own_controller_znode()
 
     def _delete_own_controller_znode(self) -> None:
@@ -333,6 +333,8 @@ class Controller:
         ChildrenWatch(self._zk, znodes.DELETE_TOPICS, self._watch("deletes", generation))
         DataWatch(self._zk, znodes.PREFERRED_REPLICA_ELECTION,
                   self._watch("preferred_election", generation))  # fmt: skip
+        DataWatch(self._zk, znodes.REASSIGN_PARTITIONS,
+                  self._watch("reassignment_request", generation))  # fmt: skip
         self._start_new_partitions(self._partitions_without_state())
         self._apply_live_set()
         for node_id in self._brokers:
@@ -592,9 +594,17 @@ class Controller:
         if written:
             self._send_update_metadata(self._brokers, sorted(written))
         remaining = sorted(tp for tp, p in self._partitions.items() if p.state.leader == broker_id)
-        log.warning("broker %d is shutting down: %d partitions changed, %d still led there",
-                    broker_id, len(written), len(remaining))  # fmt: skip
+        log.info("broker %d is shutting down: %d partitions changed, %d still led there",
+                 broker_id, len(written), len(remaining))  # fmt: skip
         return 0, remaining
+
+    def _on_reassignment_request(self) -> None:
+        """`/admin/reassign_partitions` (written by Kafka's ZooKeeper-based tools): not acted
+        on, so say so rather than leave the operator waiting; the request is left in place."""
+        if self._zk.exists(znodes.REASSIGN_PARTITIONS) is not None:
+            log.warning("%s is not supported: partition reassignment is not implemented, the "
+                        "request there is ignored (and left in place)",
+                        znodes.REASSIGN_PARTITIONS)  # fmt: skip
 
     def _on_preferred_election(self) -> None:
         """`/admin/preferred_replica_election` (kafka-preferred-replica-election.sh's znode):
@@ -727,7 +737,7 @@ class Controller:
         self._shutting_down &= set(current) - new
         for node_id in new:
             self._open_channel(current[node_id])
-        log.warning(
+        log.info(
             "live brokers %s (gone: %s, new: %s)", sorted(current), sorted(gone), sorted(new)
         )
         changed = self._start_new_partitions(self._partitions_without_state())

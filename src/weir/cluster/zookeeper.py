@@ -79,6 +79,12 @@ class ZooKeeperAddress:
         return cls(hosts, chroot)
 
 
+#: beyond the session timeout, how long a registration waits for an old session to expire
+#: (ZooKeeper checks expiry once per tick)
+REGISTRATION_MARGIN_S = 5.0
+NO_OWNER = 0
+
+
 class ZooKeeperMetadataStore:
     def __init__(self, connect: str, *, session_timeout_ms: int = 18_000) -> None:
         self.address = ZooKeeperAddress.parse(connect)
@@ -218,26 +224,55 @@ class ZooKeeperMetadataStore:
         return self._cluster_id
 
     def register(self, registration: BrokerRegistration) -> int:
-        """Create `/brokers/ids/N`; the broker epoch (the znode's czxid). BrokerIdInUseError when
-        another session holds that id."""
+        """Create `/brokers/ids/N`; the broker epoch (the znode's czxid).
+
+        A broker restarted right after a crash finds its id still held by its old session, which
+        ZooKeeper ends only when the session times out. So while another session holds the id,
+        this waits (saying so once) for up to a session timeout and a margin for that session to
+        expire; BrokerIdInUseError if the id is still held after that."""
         path = znodes.broker_path(registration.node_id)
+        deadline = time.monotonic() + self.session_timeout_ms / 1000 + REGISTRATION_MARGIN_S
+        waiting = False
+        while (owner := self._create_registration(path, registration)) is not None:
+            if owner == NO_OWNER:
+                continue
+            if time.monotonic() > deadline:
+                raise BrokerIdInUseError(
+                    f"broker id {registration.node_id} is already registered in ZooKeeper by "
+                    f"another live broker (session 0x{owner:x}); give this broker another "
+                    "--node-id, or stop the other one"
+                )
+            if not waiting:
+                waiting = True
+                log.warning("broker id %d is still registered by session 0x%x (a broker that "
+                            "stopped moments ago?); waiting up to %gs for that session to "
+                            "expire", registration.node_id, owner,
+                            deadline - time.monotonic())  # fmt: skip
+            self._wait_deleted(path, deadline)
+        _, stat = self.client.get(path)
+        self._registration = registration
+        return int(stat.czxid)
+
+    def _create_registration(self, path: str, registration: BrokerRegistration) -> int | None:
+        """Create the ephemeral registration; None once it is ours, else the other owner."""
         data = znodes.encode_broker(registration, int(time.time() * 1000))
         try:
             self.client.create(path, data, ephemeral=True)
+            return None
         except NodeExistsError:
             try:
                 _, stat = self.client.get(path)
             except NoNodeError:
-                return self.register(registration)
-            if stat.ephemeralOwner != self.session_id:
-                raise BrokerIdInUseError(
-                    f"broker id {registration.node_id} is already registered in ZooKeeper by "
-                    f"another live broker (session 0x{stat.ephemeralOwner:x}); give this broker "
-                    "another --node-id, or stop the other one"
-                ) from None
-        _, stat = self.client.get(path)
-        self._registration = registration
-        return int(stat.czxid)
+                return NO_OWNER  # gone meanwhile: try again at once
+            owner = int(stat.ephemeralOwner)
+            return None if owner == self.session_id else owner
+
+    def _wait_deleted(self, path: str, deadline: float) -> None:
+        """Return once `path` is gone, or at `deadline`."""
+        gone = threading.Event()
+        if self.client.exists(path, watch=lambda _event: gone.set()) is None:
+            return
+        gone.wait(max(0.0, deadline - time.monotonic()))
 
     def live_brokers(self) -> dict[int, BrokerRegistration]:
         brokers = {}

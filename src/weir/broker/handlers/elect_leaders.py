@@ -35,7 +35,8 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
         future = broker.cluster.controller.elect_leaders(election_type, wanted)
         timeout = max(body.timeout.total_seconds(), 0.001)
         try:
-            outcome = await asyncio.wait_for(asyncio.wrap_future(future), timeout)
+            async with asyncio.timeout(timeout):
+                outcome = await asyncio.wrap_future(future)
         except TimeoutError:
             outcome = {tp: int(ErrorCode.request_timed_out) for tp in wanted or ()}
         if outcome is None:
