@@ -345,21 +345,20 @@ class ReplicaManager:
                 max_message_bytes=config.max_message_bytes,
             )
             self._check_topic_rules(partition, header)
-            duplicate = partition.producers.check(header.fields())
         except RecordError as exc:
             return AppendResult(
                 ErrorCode(exc.error_code), message=str(exc), record_errors=exc.record_errors
             )
+        duplicate, producer_error = None, None
+        try:
+            duplicate = partition.producers.check(header.fields())
         except ProducerStateError as exc:
-            return AppendResult(ErrorCode(exc.error_code), message=str(exc))
-        isr_size = len(partition.leader_state.isr) if partition.leader_state else ISR_SIZE
-        if acks == ACKS_ALL and config.min_insync_replicas > isr_size:
-            message = (
-                f"The size of the current ISR {isr_size} is insufficient to satisfy the min.isr "
-                f"requirement of {config.min_insync_replicas} for partition {topic}-{index}"
-            )
-            return AppendResult(ErrorCode.not_enough_replicas, message=message)
-        if duplicate is not None:  # a retry: answered like the original, once as replicated
+            producer_error = exc
+        if duplicate is not None:
+            # A retry of a batch already in the log: answered as the original is, once it is
+            # replicated (acks=all then waits, and reports a short ISR as
+            # NOT_ENOUGH_REPLICAS_AFTER_APPEND). Never NOT_ENOUGH_REPLICAS, which tells the
+            # producer the batch was not written: it would send it again under a new epoch.
             return AppendResult(
                 ErrorCode.none,
                 duplicate.first_offset,
@@ -367,6 +366,19 @@ class ReplicaManager:
                 partition.log.log_start_offset,
                 end_offset=duplicate.last_offset + 1,
             )
+        isr_size = len(partition.leader_state.isr) if partition.leader_state else ISR_SIZE
+        if acks == ACKS_ALL and config.min_insync_replicas > isr_size:
+            message = (
+                f"The size of the current ISR {isr_size} is insufficient to satisfy the min.isr "
+                f"requirement of {config.min_insync_replicas} for partition {topic}-{index}"
+            )
+            return AppendResult(ErrorCode.not_enough_replicas, message=message)
+        if producer_error is not None:
+            # after the ISR check, as Kafka orders them: a producer whose earlier batch was
+            # refused for a short ISR gets the same answer for the batches it had pipelined
+            # behind it, not OUT_OF_ORDER_SEQUENCE_NUMBER (which makes librdkafka bump its
+            # epoch and resend batches that may already be written)
+            return AppendResult(ErrorCode(producer_error.error_code), message=str(producer_error))
         if not reserve_exempt:
             shortfall = self.log_manager.free_space_shortfall(topic, index, self._min_free_bytes)
             if shortfall is not None:

@@ -22,7 +22,7 @@ from weir.broker.replica_manager import (
 )
 from weir.broker.replication import LeaderState, preferred_read_replica
 from weir.clock import FakeClock, FakeScheduler
-from weir.records import Record, build_batch, iter_batches
+from weir.records import BatchSpec, Record, build_batch, iter_batches
 from weir.storage import LogConfig, LogManager, LogManagerConfig
 
 LEADER = 0
@@ -369,6 +369,45 @@ def test_acks_all_is_refused_before_append_when_the_isr_is_below_min_insync(
     assert result.error is ErrorCode.not_enough_replicas
     assert partition.log.log_end_offset == 0
     assert leader.produce(acks=1).error is ErrorCode.none  # acks=1 does not need the ISR
+
+
+def idempotent_batch(sequence: int, count: int = 2, epoch: int = 0) -> bytes:
+    records = [Record(offset=i, timestamp=0, key=None, value=b"v%d" % i) for i in range(count)]
+    spec = BatchSpec(producer_id=7, producer_epoch=epoch, base_sequence=sequence)
+    return build_batch(records, spec=spec)
+
+
+def test_a_retry_of_a_written_batch_is_not_refused_as_unwritten_when_the_isr_shrank(
+    leader: Leader,
+) -> None:
+    """The batch was appended, its acks=all wait answered NOT_ENOUGH_REPLICAS_AFTER_APPEND, and
+    the producer retries it: NOT_ENOUGH_REPLICAS would tell it the batch was never written
+    (librdkafka then resends it under a new epoch, a duplicate), so it is answered as the
+    original was, at its original offset."""
+    partition = leader.lead(replicas=(0, 1, 2), config=LogConfig(min_insync_replicas=2))
+    first = leader.replicas.append(TOPIC, 0, idempotent_batch(0), acks=ACKS_ALL)
+    assert first.error is ErrorCode.none
+    leader.answer(frozenset({0}), 1)  # the ISR shrinks to the leader alone
+    retry = leader.replicas.append(TOPIC, 0, idempotent_batch(0), acks=ACKS_ALL)
+    assert (retry.error, retry.base_offset) == (ErrorCode.none, first.base_offset)
+    assert partition.log.log_end_offset == 2  # nothing appended twice
+    next_batch = leader.replicas.append(TOPIC, 0, idempotent_batch(2), acks=ACKS_ALL)
+    assert next_batch.error is ErrorCode.not_enough_replicas
+
+
+def test_a_short_isr_is_reported_before_a_sequence_gap(leader: Leader) -> None:
+    """Kafka's order: a producer whose batch was refused for a short ISR gets the same answer
+    for the batch it pipelined behind it, not OUT_OF_ORDER_SEQUENCE_NUMBER."""
+    leader.lead(replicas=(0, 1, 2), isr=(0,), config=LogConfig(min_insync_replicas=2))
+    assert leader.replicas.append(TOPIC, 0, idempotent_batch(0), acks=1).error is ErrorCode.none
+    assert leader.replicas.append(TOPIC, 0, idempotent_batch(2), acks=ACKS_ALL).error is (
+        ErrorCode.not_enough_replicas
+    )
+    behind = leader.replicas.append(TOPIC, 0, idempotent_batch(4), acks=ACKS_ALL)
+    assert behind.error is ErrorCode.not_enough_replicas
+    assert leader.replicas.append(TOPIC, 0, idempotent_batch(4), acks=1).error is (
+        ErrorCode.out_of_order_sequence_number
+    )
 
 
 # ---- leader epochs -----------------------------------------------------------------------------
