@@ -19,7 +19,10 @@ marker is created, so the next start trusts the logs without scanning them. None
 free space to go on working: a checkpoint the disk refuses keeps the previous file and is written
 at the next interval, and a close on a full disk still closes cleanly.
 
-Thread-safety: the registry of logs is guarded by a lock; each log guards itself.
+Thread-safety: the registry of logs is guarded by a lock; each log guards itself. Checkpoints
+have one writer at a time (the scheduler's periodic write, a deletion's, the close's): each
+writer takes the logs' state and writes it under the checkpoint lock, so no writer's temporary
+file is renamed away by another and no older state overwrites a newer one.
 """
 
 from __future__ import annotations
@@ -77,6 +80,7 @@ class LogManager:
         self._settings = manager_config or LogManagerConfig()
         self._topic_configs = dict(topic_configs or {})
         self._lock = threading.Lock()
+        self._checkpoint_lock = threading.Lock()
         self._closed = False
         self.logs: dict[TopicPartition, PartitionLog] = {}
         self.dirs = [LogDirectory(path, clock) for path in paths]
@@ -317,12 +321,13 @@ class LogManager:
         return sum(self._each_online(lambda pl: self.cleaner.clean(pl) if pl.config.compact else 0))
 
     def checkpoint(self) -> None:
-        logs = list(self)
-        for _, partition_log in logs:
-            partition_log.epoch_cache.flush_if_dirty()
-        for log_dir in self.dirs:
-            if log_dir.online:
-                self._write_checkpoints(log_dir, logs)
+        with self._checkpoint_lock:
+            logs = list(self)
+            for _, partition_log in logs:
+                partition_log.epoch_cache.flush_if_dirty()
+            for log_dir in self.dirs:
+                if log_dir.online:
+                    self._write_checkpoints(log_dir, logs)
 
     def _write_checkpoints(
         self, log_dir: LogDirectory, logs: list[tuple[TopicPartition, PartitionLog]]
@@ -348,11 +353,12 @@ class LogManager:
             except (LogDirectoryError, OSError) as exc:
                 log.error("%s-%d did not close cleanly: %s", tp[0], tp[1], exc)
                 unclean.add(id(self._dir_of.get(tp)))
-        for log_dir in self.dirs:
-            if log_dir.online:
-                self._write_checkpoints(log_dir, logs)
-                if id(log_dir) not in unclean:
-                    self._mark_clean(log_dir)
+        with self._checkpoint_lock:
+            for log_dir in self.dirs:
+                if log_dir.online:
+                    self._write_checkpoints(log_dir, logs)
+                    if id(log_dir) not in unclean:
+                        self._mark_clean(log_dir)
 
     @staticmethod
     def _mark_clean(log_dir: LogDirectory) -> None:
