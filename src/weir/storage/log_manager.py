@@ -245,6 +245,7 @@ class LogManager:
             log_dir = self._dir_of.pop((topic, partition), None)
             self.offline_partitions.discard((topic, partition))
         if partition_log is None:
+            self._remove_stray_dirs(topic, partition)
             return
         try:
             partition_log.delete()
@@ -257,6 +258,14 @@ class LogManager:
             log.warning("deleting %s-%d left files behind: %s", topic, partition, exc)
         if log_dir is not None:
             log_dir.note_freed()
+
+    def _remove_stray_dirs(self, topic: str, partition: int) -> None:
+        """The directory a creation that failed midway could not remove (it had no descriptor
+        left for it then)."""
+        for log_dir in self.dirs:
+            stray = log_dir.path / partition_dir_name(topic, partition)
+            if log_dir.online and stray.is_dir():
+                shutil.rmtree(stray, ignore_errors=True)
 
     def __iter__(self) -> Iterator[tuple[TopicPartition, PartitionLog]]:
         with self._lock:
