@@ -9,9 +9,12 @@ import time
 import pytest
 from cluster_brokers import (
     CHROOT,
+    METADATA,
+    METADATA_VERSION,
     SPREAD_TIMEOUT,
     ClusterBroker,
     create_topics,
+    exchange,
     metadata_of,
     metadata_of_all,
     poll,
@@ -21,7 +24,8 @@ from cluster_brokers import (
     zookeeper_view,
 )
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+from kio.schema.metadata.v12 import request as metadata_request
 
 SESSION_TIMEOUT_S = 6
 CONFIG = {
@@ -30,6 +34,7 @@ CONFIG = {
 }
 EXIT_TIMEOUT = 60  # a broker that must give up: Python start-up plus its own bound
 INVALID_TOPIC_EXCEPTION = 17
+POLICY_VIOLATION = 44
 
 
 def admin_for(brokers) -> AdminClient:
@@ -270,10 +275,46 @@ def test_colliding_and_reserved_topic_names_are_refused(zookeeper, cluster_broke
     for name, existing in (("a_b", "a.b"), ("x.y", "x_y")):
         code, message = create_error(admin, NewTopic(name, 1, 1))
         assert code == INVALID_TOPIC_EXCEPTION, message
-        assert f"collides with existing topic: {existing}" in message
+        assert message == f"Topic '{name}' collides with existing topics: {existing}"
         assert not zk_view.exists(f"/brokers/topics/{name}")
     for name in (".", "..", "a" * 250, "white space", "sl/ash"):
         code, message = create_error(admin, NewTopic(name, 1, 1))
         assert code == INVALID_TOPIC_EXCEPTION, (name, message)
     assert zk_view.children("/brokers/topics") == ["a.b", "x_y"]
     create_topics(admin, NewTopic("a-b", 1, 1))  # '-' is not folded: no collision
+
+
+def auto_create_error(broker: ClusterBroker, name: str) -> int:
+    """The error code of a Metadata v12 that asks for `name` and allows auto-creation."""
+    body = metadata_request.MetadataRequest(
+        topics=(metadata_request.MetadataRequestTopic(topic_id=None, name=name),),
+        allow_auto_topic_creation=True,
+        include_topic_authorized_operations=False,
+    )
+    (topic,) = exchange(broker.address, METADATA, METADATA_VERSION, body).topics
+    return int(topic.error_code)
+
+
+def test_the_partition_limit_counts_the_cluster_in_zookeeper(zookeeper, cluster_brokers, zk_view):
+    """The broker receiving the request checks the cluster's partition replicas in ZooKeeper
+    (here 200 per broker, one broker, 53 kept for the internal topics) before it writes."""
+    config = {**CONFIG, "max.partitions.per.broker": 200}
+    broker: ClusterBroker = cluster_brokers.add(1, f"{zookeeper.connect}{CHROOT}", config=config)
+    broker.start()
+    wait_settled([broker])
+    admin = admin_for([broker])
+    code, message = create_error(admin, NewTopic("huge", 100_000, 1))
+    assert code == POLICY_VIOLATION, message
+    assert "limit of 200 (max.partitions.per.broker=200)" in message
+    create_topics(admin, NewTopic("fits", 140, 1), timeout=60)
+    grown = admin.create_partitions([NewPartitions("fits", 148)], request_timeout=30)["fits"]
+    with pytest.raises(KafkaException) as failure:
+        grown.result()
+    assert failure.value.args[0].code() == POLICY_VIOLATION
+    code, message = create_error(admin, NewTopic("one-too-many", 8, 1))
+    assert code == POLICY_VIOLATION, message
+    assert "7 more fit (53 kept for internal topics)" in message
+    assert zk_view.children("/brokers/topics") == ["fits"]
+    assert auto_create_error(broker, "fresh.one") == 5  # LEADER_NOT_AVAILABLE: created now
+    assert auto_create_error(broker, "fresh_one") == INVALID_TOPIC_EXCEPTION  # collides
+    assert zk_view.children("/brokers/topics") == ["fits", "fresh.one"]

@@ -25,7 +25,7 @@ from kio.schema.errors import ErrorCode
 from kio.schema.index import api_key_map
 from kio.serial import entity_reader
 from kio.static.primitive import Records
-from raw_requests import encode_request, recv_exact
+from raw_requests import RoundTripProbe, encode_request, recv_exact
 
 from weir.protocol.apis import ADVERTISED, ApiKey
 from weir.protocol.codec import codec_for
@@ -633,3 +633,91 @@ def test_a_slow_garbage_connection_does_not_hold_up_others(broker: BrokerProcess
             sock.close()
     assert outcome == {"open_before_last_byte": True, "closed_after": True}
     assert_still_serves(broker)
+
+
+# ---- partition counts, internal topics, colliding names ------------------------------------
+
+MAX_INT32 = 2**31 - 1
+
+
+def list_topic_names(client: RawClient) -> list[str]:
+    """Every topic, from a Metadata v12 asking for all."""
+    m = schema(ApiKey.METADATA, 12)
+    request = m.MetadataRequest(topics=None, allow_auto_topic_creation=False,
+                                include_topic_authorized_operations=False)  # fmt: skip
+    return sorted(t.name for t in client.call(ApiKey.METADATA, 12, request).topics)
+
+
+def create_topics_v7(name: str, partitions: int) -> Any:
+    m = schema(ApiKey.CREATE_TOPICS, 7)
+    topic = m.CreatableTopic(name=name, num_partitions=partitions, replication_factor=1,
+                             assignments=(), configs=())  # fmt: skip
+    return m.CreateTopicsRequest(
+        topics=(topic,), timeout=datetime.timedelta(seconds=30), validate_only=False
+    )
+
+
+def create_partitions_v3(name: str, count: int) -> Any:
+    m = schema(ApiKey.CREATE_PARTITIONS, 3)
+    return m.CreatePartitionsRequest(
+        topics=(m.CreatePartitionsTopic(name=name, count=count, assignments=None),),
+        timeout=datetime.timedelta(seconds=30),
+        validate_only=False,
+    )
+
+
+def test_a_partition_count_of_max_int32_is_refused_at_once_and_sigterm_still_stops_the_broker(
+    broker: BrokerProcess, raw: Callable[[], RawClient], figure: Callable[..., None]
+) -> None:
+    client = raw()
+    client.create_topic("existing")
+    with RoundTripProbe(broker.port) as probe:
+        started = time.monotonic()
+        (created,) = client.call(
+            ApiKey.CREATE_TOPICS, 7, create_topics_v7("huge", MAX_INT32)
+        ).topics
+        (grown,) = client.call(
+            ApiKey.CREATE_PARTITIONS, 3, create_partitions_v3("existing", MAX_INT32)
+        ).results
+        answered = time.monotonic() - started
+    assert probe.failure is None
+    figure("CreateTopics and CreatePartitions of 2**31-1 partitions answered in", answered)
+    figure("other client's longest ApiVersions round trip meanwhile", probe.longest)
+    assert created.error_code == ErrorCode.policy_violation, created.error_message
+    assert "max.partitions.per.broker=" in created.error_message
+    assert grown.error_code == ErrorCode.policy_violation, grown.error_message
+    assert answered < TIMEOUT
+    (existing,) = client.metadata(12, "existing").topics
+    assert len(existing.partitions) == 1
+    assert list_topic_names(client) == ["existing"]
+    assert_still_serves(broker)
+    started = time.monotonic()
+    assert broker.stop() == 0
+    assert time.monotonic() - started < TIMEOUT
+
+
+@pytest.mark.parametrize("name", ["__consumer_offsets", "__transaction_state"])
+def test_an_internal_topic_is_neither_created_nor_auto_created_by_a_client(
+    broker: BrokerProcess, raw: Callable[[], RawClient], name: str
+) -> None:
+    client = raw()
+    (created,) = client.call(ApiKey.CREATE_TOPICS, 7, create_topics_v7(name, 1)).topics
+    assert created.error_code == ErrorCode.invalid_request
+    assert created.error_message == f"Creation of internal topic {name} is prohibited."
+    (listed,) = client.metadata(12, name).topics  # allows auto-creation
+    assert listed.error_code == ErrorCode.unknown_topic_or_partition
+    assert listed.partitions == ()
+    assert_still_serves(broker)
+
+
+def test_a_name_colliding_with_an_existing_topic_is_not_auto_created(
+    broker: BrokerProcess, raw: Callable[[], RawClient]
+) -> None:
+    client = raw()
+    client.create_topic("foo.bar")
+    (listed,) = client.metadata(12, "foo_bar").topics
+    assert listed.error_code == ErrorCode.invalid_topic_exception
+    (created,) = client.call(ApiKey.CREATE_TOPICS, 7, create_topics_v7("foo_bar", 1)).topics
+    assert created.error_code == ErrorCode.invalid_topic_exception
+    assert created.error_message == "Topic 'foo_bar' collides with existing topics: foo.bar"
+    assert [t.name for t in client.metadata(12, "foo.bar").topics] == ["foo.bar"]

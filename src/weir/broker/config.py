@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from weir.broker.partition_limit import default_max_partitions_per_broker
 from weir.broker.security.listeners import (
     DEFAULT_PROTOCOL_MAP,
     Listener,
@@ -94,6 +95,9 @@ class BrokerConfig:
     auto_create_topics_enable: bool = True
     num_partitions: int = 1
     default_replication_factor: int = 1
+    #: the most partition replicas one broker hosts; creation past it (times the live brokers)
+    #: is refused with POLICY_VIOLATION. Default: from RLIMIT_NOFILE, vm.max_map_count, memory
+    max_partitions_per_broker: int = field(default_factory=default_max_partitions_per_broker)
     log_retention_check_interval_ms: int = 300_000
     log_flush_offset_checkpoint_interval_ms: int = 60_000
     log_cleaner_backoff_ms: int = 15_000

@@ -198,13 +198,19 @@ class ReplicaManager:
     # ---- partitions ---------------------------------------------------------------------------
 
     def _adopt(self, topic: str, index: int, partition_log: PartitionLog) -> Partition:
+        partition = self._loaded(topic, index, partition_log)
+        self.partitions[(topic, index)] = partition
+        return partition
+
+    def _loaded(self, topic: str, index: int, partition_log: PartitionLog) -> Partition:
+        """A partition on its log with its producer state loaded, not yet served. Touches
+        nothing shared: callable from a storage thread."""
         partition = Partition(
             topic, index, partition_log, ProducerStateManager(), is_leader=self._leads_all
         )
         partition.load_producer_state()
         if self._leads_all:
             self._record_leader_epoch(partition)
-        self.partitions[(topic, index)] = partition
         return partition
 
     @staticmethod
@@ -303,6 +309,48 @@ class ReplicaManager:
             if (topic, index) in self.partitions or self.is_offline(topic, index):
                 continue
             self._adopt(topic, index, self.log_manager.get_or_create(topic, index))
+
+    async def open_partitions(self, topic: str, indexes: Sequence[int], config: LogConfig) -> None:
+        """Logs for `indexes` of `topic` (those not here yet), created on the default executor
+        so that the loop never waits on their files, then served from here. StorageError if one
+        cannot be created; those opened before it are served (the caller removes them)."""
+        self.log_manager.set_topic_config(topic, config)
+        wanted = [i for i in indexes if not self._known(topic, i)]
+        loop = asyncio.get_running_loop()
+        opened, error = await loop.run_in_executor(None, self._open_logs, topic, wanted)
+        for partition in opened:
+            self.partitions[(topic, partition.index)] = partition
+        if error is not None:
+            raise error
+
+    def _open_logs(
+        self, topic: str, indexes: Sequence[int]
+    ) -> tuple[list[Partition], StorageError | None]:
+        """On a storage thread: the partitions whose logs were created, and the error that
+        stopped the rest (None if all were)."""
+        opened: list[Partition] = []
+        for index in indexes:
+            try:
+                partition_log = self.log_manager.get_or_create(topic, index)
+            except StorageError as exc:
+                return opened, exc
+            opened.append(self._loaded(topic, index, partition_log))
+        return opened, None
+
+    async def remove_partitions(self, topic: str, indexes: Sequence[int]) -> None:
+        """Stop serving `indexes` of `topic` at once and delete their logs on the default
+        executor (one checkpoint write for them all)."""
+        keys = [(topic, i) for i in indexes]
+        for key in keys:
+            partition = self.partitions.pop(key, None)
+            if partition is not None:
+                partition.complete_produces(ErrorCode.unknown_topic_or_partition)
+                partition.wake_waiters()
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, self.log_manager.delete_many, keys)
+
+    def _known(self, topic: str, index: int) -> bool:
+        return (topic, index) in self.partitions or self.is_offline(topic, index)
 
     def is_offline(self, topic: str, index: int) -> bool:
         partition = self.partitions.get((topic, index))

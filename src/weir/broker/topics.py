@@ -1,7 +1,14 @@
 """Topic administration on this broker: metadata and partition logs kept in step.
 
-Create, delete, grow and reconfigure topics; every change goes to the metadata store first and
-then to the logs, except that a delete the disk has no room to record frees the logs first.
+Create, delete, grow and reconfigure topics. A new topic goes to the metadata store first, then
+its logs are opened; new partitions of a topic are opened first, then recorded; a delete the
+disk has no room to record frees the logs first. Everything is checked before anything is
+created: Kafka's topic rules, no internal topic created by a client, no name colliding with
+another once '.' and '_' are alike, and the partition limit (`weir.broker.partition_limit`).
+
+Logs are opened on the default executor in slices of `CREATION_SLICE`, so the loop serves
+others meanwhile; between slices the creation checks that its topic still stands. A creation
+that fails midway removes what it opened: a new topic is gone, a grown one keeps its old count.
 Errors carry Kafka error codes for the admin handlers; a disk that refuses a write is
 KAFKA_STORAGE_ERROR and leaves the metadata as it was.
 """
@@ -9,7 +16,7 @@ KAFKA_STORAGE_ERROR and leaves the metadata as it was.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -18,6 +25,7 @@ from kio.schema.errors import ErrorCode
 
 from weir.broker.cluster_node import ClusterNode
 from weir.broker.config import BrokerConfig
+from weir.broker.partition_limit import limit_refusal
 from weir.broker.replica_manager import ReplicaManager
 from weir.cluster.metadata import MetadataError, MetadataStore, TopicInfo, validate_topic_name
 from weir.cluster.placement import PlacementError
@@ -28,9 +36,14 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-#: topics the broker writes itself: no client deletes them, grows them, writes to them or
-#: deletes records from them, whatever its ACLs (INVALID_TOPIC_EXCEPTION)
+#: topics the broker writes itself: no client creates them (INVALID_REQUEST), deletes them,
+#: grows them, writes to them or deletes records from them, whatever its ACLs
+#: (INVALID_TOPIC_EXCEPTION); their coordinators create them
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+OFFSETS_TOPIC = "__consumer_offsets"
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+#: partitions whose logs are created in one job on the default executor
+CREATION_SLICE = 100
 
 
 def internal_topic_error(name: str, what: str) -> TopicError | None:
@@ -38,6 +51,31 @@ def internal_topic_error(name: str, what: str) -> TopicError | None:
     if name not in INTERNAL_TOPICS:
         return None
     return TopicError(ErrorCode.invalid_topic_exception, f"{name} is an internal topic: {what}")
+
+
+def collision_error(name: str, existing: Collection[str]) -> TopicError | None:
+    """Kafka's refusal of a name that equals an existing one once '.' and '_' are alike
+    (their metric names would be the same); None if there is none."""
+    folded = name.replace(".", "_")
+    colliding = sorted(t for t in existing if t != name and t.replace(".", "_") == folded)
+    if not colliding:
+        return None
+    return TopicError(
+        ErrorCode.invalid_topic_exception,
+        f"Topic '{name}' collides with existing topics: {', '.join(colliding)}",
+    )
+
+
+def internal_partition_count(info: TopicInfo, configured: int, setting: str) -> int:
+    """The partition count a coordinator places its keys by: the internal topic's own, as
+    Kafka's partitionFor does, even when it differs from the setting (a topic made by an older
+    weir or under another setting); the difference is logged."""
+    if info.partitions != configured:
+        log.warning(
+            "%s has %d partitions, not %s=%d: its keys are placed by its %d partitions",
+            info.name, info.partitions, setting, configured, info.partitions,
+        )  # fmt: skip
+    return info.partitions
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +102,8 @@ class TopicManager:
         self.metadata = metadata
         self.replicas = replicas
         self.cluster = cluster
+        #: topic -> partition replicas being opened for it here, not yet in the metadata
+        self._growing: dict[str, int] = {}
         if cluster is not None:
             return
         for info in metadata.topics().values():
@@ -88,6 +128,10 @@ class TopicManager:
         resolves to."""
         partitions = self.config.num_partitions if partitions == -1 else partitions
         replication = self.config.default_replication_factor if replication == -1 else replication
+        if name in INTERNAL_TOPICS:
+            raise TopicError(
+                ErrorCode.invalid_request, f"Creation of internal topic {name} is prohibited."
+            )
         if self.metadata.topic(name) is not None:
             raise TopicError(ErrorCode.topic_already_exists, f"topic {name!r} already exists")
         if partitions < 1:
@@ -103,11 +147,48 @@ class TopicManager:
                 f"Replication factor: {replication} larger than available brokers: {brokers}.",
             )
         self.check_configs(configs)
+        self._check_new_name(name)
+        self.check_partition_limit(partitions * replication)
+        return partitions, replication
+
+    def _check_new_name(self, name: str) -> None:
+        """Kafka's rules for a new topic's name, and no collision with an existing one."""
         try:
             validate_topic_name(name)
         except MetadataError as exc:
             raise TopicError(ErrorCode(exc.error_code), str(exc)) from None
-        return partitions, replication
+        if refused := collision_error(name, self.metadata.topics().keys()):
+            raise refused
+
+    def check_partition_limit(self, adding: int) -> None:
+        """POLICY_VIOLATION if `adding` partition replicas would take the cluster past
+        `max.partitions.per.broker` times its live brokers."""
+        topics = self.metadata.topics()
+        hosted = sum(sum(map(len, t.replicas)) if t.replicas else t.partitions
+                     for t in topics.values())  # fmt: skip
+        brokers = len(self._live_brokers())
+        refusal = limit_refusal(
+            adding=adding,
+            hosted=hosted + sum(self._growing.values()),
+            per_broker=self.config.max_partitions_per_broker,
+            brokers=brokers,
+            reserved=self._reserved_for_internal(topics, brokers),
+        )
+        if refusal is not None:
+            raise TopicError(ErrorCode.policy_violation, refusal)
+
+    def _reserved_for_internal(self, topics: Collection[str], brokers: int) -> int:
+        """Room kept for the internal topics not created yet, as this broker would create them."""
+        c = self.config
+        shapes = {
+            OFFSETS_TOPIC: (c.offsets_topic_num_partitions, c.offsets_topic_replication_factor),
+            TRANSACTION_STATE_TOPIC: (
+                c.transaction_state_log_num_partitions,
+                c.transaction_state_log_replication_factor,
+            ),
+        }
+        return sum(count * min(factor, brokers)
+                   for name, (count, factor) in shapes.items() if name not in topics)  # fmt: skip
 
     def _live_brokers(self) -> set[int]:
         if self.cluster is None:
@@ -150,7 +231,7 @@ class TopicManager:
             )
         self.check_assignment(replicas)
 
-    def create(
+    async def create(
         self,
         name: str,
         partitions: int,
@@ -159,14 +240,29 @@ class TopicManager:
         replication: int = 1,
         replicas: list[list[int]] | None = None,
     ) -> TopicInfo:
-        """Create a topic; in a cluster its replicas are `replicas` or placed by the topic's
-        `replica.placement.strategy`."""
+        """Create a topic checked by `validate_create`; in a cluster its replicas are
+        `replicas` or placed by the topic's `replica.placement.strategy`. On a single node its
+        logs are opened in slices off the loop; if one cannot be, the topic is removed."""
         if self.cluster is not None:
-            if replicas is None:
-                strategy = self.check_configs(configs).replica_placement_strategy
-                replicas = self._place(name, partitions, replication, strategy)
-            placed = replicas
-            return _stored(lambda: self.metadata.create_topic(name, partitions, configs, placed))
+            return self._create_in_cluster(name, partitions, configs, replication, replicas)
+        info = _stored(lambda: self.metadata.create_topic(name, partitions, configs))
+        try:
+            await self._open_in_slices(info, range(partitions))
+        except TopicError:
+            await self.replicas.remove_partitions(name, range(partitions))
+            if self._still_stands(info):
+                _stored(lambda: self.metadata.delete_topic(name))
+            raise
+        return info
+
+    def create_now(
+        self, name: str, partitions: int, configs: dict[str, str], *, replication: int = 1
+    ) -> TopicInfo:
+        """Create a topic whose size is the broker's own setting (an internal topic), its logs
+        opened at once on this thread; not checked against the partition limit, which keeps
+        room for the internal topics."""
+        if self.cluster is not None:
+            return self._create_in_cluster(name, partitions, configs, replication, None)
         info = _stored(lambda: self.metadata.create_topic(name, partitions, configs))
         try:
             self.replicas.create_partitions(name, info.partitions, self.log_config(info))
@@ -176,13 +272,52 @@ class TopicManager:
             raise TopicError(ErrorCode.kafka_storage_error, str(exc)) from None
         return info
 
-    def auto_create(self, name: str) -> TopicInfo | None:
-        """Create `name` with broker defaults if auto-creation is on; None if it is off."""
+    def _create_in_cluster(
+        self,
+        name: str,
+        partitions: int,
+        configs: dict[str, str],
+        replication: int,
+        replicas: list[list[int]] | None,
+    ) -> TopicInfo:
+        """The ZooKeeper write; the controller has the replicas open their logs."""
+        if replicas is None:
+            strategy = self.check_configs(configs).replica_placement_strategy
+            replicas = self._place(name, partitions, replication, strategy)
+        placed = replicas
+        return _stored(lambda: self.metadata.create_topic(name, partitions, configs, placed))
+
+    async def _open_in_slices(self, info: TopicInfo, indexes: Sequence[int]) -> None:
+        """Open the logs of `indexes` of the topic, CREATION_SLICE at a time on the default
+        executor; stop if the topic is deleted meanwhile."""
+        config = self.log_config(info)
+        for start in range(0, len(indexes), CREATION_SLICE):
+            if not self._still_stands(info):
+                raise TopicError(
+                    ErrorCode.unknown_topic_or_partition,
+                    f"topic {info.name!r} was deleted while its partitions were created",
+                )
+            try:
+                await self.replicas.open_partitions(
+                    info.name, indexes[start : start + CREATION_SLICE], config
+                )
+            except StorageError as exc:
+                raise TopicError(ErrorCode.kafka_storage_error, str(exc)) from None
+
+    def _still_stands(self, info: TopicInfo) -> bool:
+        current = self.metadata.topic(info.name)
+        return current is not None and current.topic_id == info.topic_id
+
+    async def auto_create(self, name: str) -> TopicInfo | None:
+        """Create `name` with broker defaults if auto-creation is on; None if it is off, or
+        for an internal topic (its coordinator creates it)."""
         if not self.config.auto_create_topics_enable:
             return None
         existing = self.metadata.topic(name)
         if existing is not None:
             return existing
+        if name in INTERNAL_TOPICS:
+            return None
         replication = self.config.default_replication_factor
         if self.cluster is not None:
             brokers = len(self._live_brokers())
@@ -191,7 +326,12 @@ class TopicManager:
                     ErrorCode.invalid_replication_factor,
                     f"Replication factor: {replication} larger than available brokers: {brokers}.",
                 )
-        return self.create(name, self.config.num_partitions, {}, replication=replication)
+        else:
+            replication = 1
+        partitions = self.config.num_partitions
+        self._check_new_name(name)
+        self.check_partition_limit(partitions * replication)
+        return await self.create(name, partitions, {}, replication=replication)
 
     def _place(
         self, name: str, partitions: int, replication: int, strategy: str, start: int = 0
@@ -204,7 +344,7 @@ class TopicManager:
         except PlacementError as exc:
             raise TopicError(ErrorCode.invalid_replication_factor, str(exc)) from None
 
-    def delete(self, name: str) -> TopicInfo:
+    async def delete(self, name: str) -> TopicInfo:
         if refused := internal_topic_error(name, "it cannot be deleted"):
             raise refused
         if self.cluster is not None:
@@ -215,18 +355,24 @@ class TopicManager:
             if exc.error is not ErrorCode.kafka_storage_error:
                 raise
             log.warning("deleting %s: %s; freeing its logs first", name, exc)
-            self.replicas.delete_topic(name)
+            await self._remove_logs(name)
             info = _stored(lambda: self.metadata.delete_topic(name))
-        self.replicas.delete_topic(name)
+        await self._remove_logs(name)
         return info
 
-    def grow(
+    async def _remove_logs(self, name: str) -> None:
+        indexes = [index for topic, index in self.replicas.partitions if topic == name]
+        await self.replicas.remove_partitions(name, indexes)
+
+    async def grow(
         self,
         name: str,
         total: int,
         validate_only: bool,
         replicas: list[list[int]] | None = None,
     ) -> TopicInfo:
+        """Add partitions up to `total`. On a single node the new logs are opened first and
+        the count recorded after; if a log cannot be opened, the topic keeps its old count."""
         info = self.metadata.topic(name)
         if info is None:
             raise TopicError(ErrorCode.unknown_topic_or_partition, f"no topic {name!r}")
@@ -237,21 +383,31 @@ class TopicManager:
                 ErrorCode.invalid_partitions,
                 f"topic {name!r} has {info.partitions} partitions; {total} is not more",
             )
+        if name in self._growing:
+            raise TopicError(
+                ErrorCode.invalid_partitions,
+                f"partitions are being added to topic {name!r} already; try again",
+            )
+        replication = len(info.replicas[0]) if info.replicas else 1
+        self.check_partition_limit((total - info.partitions) * replication)
         if validate_only:
             return info
         if self.cluster is not None:
             strategy = self.log_config(info).replica_placement_strategy
-            replication = len(info.replicas[0]) if info.replicas else 1
             placed = replicas or self._place(
                 name, total - info.partitions, replication, strategy, info.partitions
             )
             return _stored(lambda: self.metadata.add_partitions(name, total, placed))
-        info = _stored(lambda: self.metadata.add_partitions(name, total))
+        added = range(info.partitions, total)
+        self._growing[name] = len(added)
         try:
-            self.replicas.create_partitions(name, info.partitions, self.log_config(info))
-        except StorageError as exc:
-            raise TopicError(ErrorCode.kafka_storage_error, str(exc)) from None
-        return info
+            await self._open_in_slices(info, added)
+            return _stored(lambda: self.metadata.add_partitions(name, total))
+        except TopicError:
+            await self.replicas.remove_partitions(name, added)
+            raise
+        finally:
+            del self._growing[name]
 
     def set_configs(self, name: str, configs: dict[str, str], validate_only: bool) -> None:
         info = self.metadata.topic(name)

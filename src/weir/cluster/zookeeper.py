@@ -448,7 +448,7 @@ class ZooKeeperMetadataStore:
         folded = name.replace(".", "_")
         for existing in self.client.get_children(znodes.BROKER_TOPICS):
             if existing != name and existing.replace(".", "_") == folded:
-                raise InvalidTopicError(f"Topic '{name}' collides with existing topic: {existing}")
+                raise InvalidTopicError(f"Topic '{name}' collides with existing topics: {existing}")
 
     def delete_topic(self, name: str) -> TopicInfo:
         """Ask the controller to delete `name`; the topic goes once it has done so."""

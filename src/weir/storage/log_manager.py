@@ -19,7 +19,10 @@ marker is created, so the next start trusts the logs without scanning them. None
 free space to go on working: a checkpoint the disk refuses keeps the previous file and is written
 at the next interval, and a close on a full disk still closes cleanly.
 
-Thread-safety: the registry of logs is guarded by a lock; each log guards itself.
+Thread-safety: the registry of logs is guarded by a lock; each log guards itself. Checkpoints
+have one writer at a time (the scheduler's periodic write, a deletion's, the close's): each
+writer takes the logs' state and writes it under the checkpoint lock, so no writer's temporary
+file is renamed away by another and no older state overwrites a newer one.
 """
 
 from __future__ import annotations
@@ -77,6 +80,7 @@ class LogManager:
         self._settings = manager_config or LogManagerConfig()
         self._topic_configs = dict(topic_configs or {})
         self._lock = threading.Lock()
+        self._checkpoint_lock = threading.Lock()
         self._closed = False
         self.logs: dict[TopicPartition, PartitionLog] = {}
         self.dirs = [LogDirectory(path, clock) for path in paths]
@@ -178,6 +182,8 @@ class LogManager:
         LogDirectoryError if it lives in an offline directory or none is online."""
         with self._lock:
             tp = (topic, partition)
+            if self._closed:
+                raise LogDirectoryError(f"cannot create {topic}-{partition}: the logs are closed")
             if tp in self.offline_partitions:
                 raise LogDirectoryError(f"{topic}-{partition} is in an offline log directory")
             if tp in self.logs:
@@ -225,11 +231,21 @@ class LogManager:
     def delete(self, topic: str, partition: int) -> None:
         """Remove a partition: its files go at once (so deleting frees space on a full disk),
         then its directory."""
+        self.delete_many([(topic, partition)])
+
+    def delete_many(self, partitions: Sequence[TopicPartition]) -> None:
+        """Remove partitions as `delete` does, with one checkpoint write for them all."""
+        for topic, partition in partitions:
+            self._delete_files(topic, partition)
+        self.checkpoint()
+
+    def _delete_files(self, topic: str, partition: int) -> None:
         with self._lock:
             partition_log = self.logs.pop((topic, partition), None)
             log_dir = self._dir_of.pop((topic, partition), None)
             self.offline_partitions.discard((topic, partition))
         if partition_log is None:
+            self._remove_stray_dirs(topic, partition)
             return
         try:
             partition_log.delete()
@@ -242,7 +258,14 @@ class LogManager:
             log.warning("deleting %s-%d left files behind: %s", topic, partition, exc)
         if log_dir is not None:
             log_dir.note_freed()
-        self.checkpoint()
+
+    def _remove_stray_dirs(self, topic: str, partition: int) -> None:
+        """The directory a creation that failed midway could not remove (it had no descriptor
+        left for it then)."""
+        for log_dir in self.dirs:
+            stray = log_dir.path / partition_dir_name(topic, partition)
+            if log_dir.online and stray.is_dir():
+                shutil.rmtree(stray, ignore_errors=True)
 
     def __iter__(self) -> Iterator[tuple[TopicPartition, PartitionLog]]:
         with self._lock:
@@ -317,12 +340,13 @@ class LogManager:
         return sum(self._each_online(lambda pl: self.cleaner.clean(pl) if pl.config.compact else 0))
 
     def checkpoint(self) -> None:
-        logs = list(self)
-        for _, partition_log in logs:
-            partition_log.epoch_cache.flush_if_dirty()
-        for log_dir in self.dirs:
-            if log_dir.online:
-                self._write_checkpoints(log_dir, logs)
+        with self._checkpoint_lock:
+            logs = list(self)
+            for _, partition_log in logs:
+                partition_log.epoch_cache.flush_if_dirty()
+            for log_dir in self.dirs:
+                if log_dir.online:
+                    self._write_checkpoints(log_dir, logs)
 
     def _write_checkpoints(
         self, log_dir: LogDirectory, logs: list[tuple[TopicPartition, PartitionLog]]
@@ -348,11 +372,12 @@ class LogManager:
             except (LogDirectoryError, OSError) as exc:
                 log.error("%s-%d did not close cleanly: %s", tp[0], tp[1], exc)
                 unclean.add(id(self._dir_of.get(tp)))
-        for log_dir in self.dirs:
-            if log_dir.online:
-                self._write_checkpoints(log_dir, logs)
-                if id(log_dir) not in unclean:
-                    self._mark_clean(log_dir)
+        with self._checkpoint_lock:
+            for log_dir in self.dirs:
+                if log_dir.online:
+                    self._write_checkpoints(log_dir, logs)
+                    if id(log_dir) not in unclean:
+                        self._mark_clean(log_dir)
 
     @staticmethod
     def _mark_clean(log_dir: LogDirectory) -> None:

@@ -101,7 +101,7 @@ class GroupWorld:
     def __post_init__(self) -> None:
         self.open()
         for name, partitions in self.topics_to_create.items():
-            self.topics.create(name, partitions, {})
+            self.topics.create_now(name, partitions, {})
 
     def open(self) -> None:
         broker_config = BrokerConfig(data_dir=self.data_dir)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 
+import pytest
 from group_harness import (
     GroupWorld,
     StableGroup,
@@ -188,3 +190,20 @@ def test_offsets_topic_created_on_first_write_with_compaction(world: GroupWorld)
     assert world.replicas.get(OFFSETS_TOPIC, partition).log.high_watermark == 1  # type: ignore[union-attr]
     world.reopen()
     assert world.store.partitions == info.partitions
+
+
+def test_an_offsets_topic_of_another_size_places_groups_by_its_own_partitions(
+    world: GroupWorld, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`__consumer_offsets` made after the coordinator started, with fewer partitions than
+    offsets.topic.num.partitions (by an older weir, or under another setting): every group's
+    commits land in one of its partitions and are read back after a restart."""
+    world.topics.create_now(OFFSETS_TOPIC, 1, {"cleanup.policy": "compact"})
+    groups = [f"group-{i}" for i in range(8)]
+    with caplog.at_level(logging.WARNING, logger="weir.broker.topics"):
+        for number, group_id in enumerate(groups):
+            assert world.commit(group_id, {ORDERS_0: offset(number)}) == {ORDERS_0: ErrorCode.none}
+    assert {world.store.partition_for(g) for g in groups} == {0}
+    assert "offsets.topic.num.partitions=4" in caplog.text
+    coordinator = world.reopen()
+    assert [coordinator.fetch_offsets(g, None)[ORDERS_0].offset for g in groups] == list(range(8))

@@ -1,7 +1,10 @@
 from __future__ import annotations
 
+import logging
+import threading
 from pathlib import Path
 
+import pytest
 from storage_helpers import batch
 
 from weir.clock import FakeClock, FakeScheduler
@@ -99,3 +102,31 @@ def test_unclean_restart_recovers_from_checkpointed_recovery_points(
     assert recovered.log_end_offset == 31
     assert recovered.load_report.recovered_segments == 1
     second.close()
+
+
+def test_checkpoints_written_from_two_threads_at_once_are_all_written(
+    tmp_path: Path, clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The scheduler's periodic checkpoint and a partition deletion on another thread both
+    write the checkpoint files; neither may lose its temporary file to the other."""
+    logs = manager(tmp_path, clock)
+    partitions = 40
+    for index in range(partitions):
+        logs.get_or_create("t", index)
+    stop = threading.Event()
+
+    def checkpoint_repeatedly() -> None:
+        while not stop.is_set():
+            logs.checkpoint()
+
+    writer = threading.Thread(target=checkpoint_repeatedly)
+    with caplog.at_level(logging.WARNING, logger="weir.storage"):
+        writer.start()
+        try:
+            for index in range(partitions):
+                logs.delete("t", index)
+        finally:
+            stop.set()
+            writer.join()
+    assert [r.getMessage() for r in caplog.records if "not written" in r.getMessage()] == []
+    assert OffsetCheckpointFile(tmp_path / "recovery-point-offset-checkpoint").read() == {}

@@ -27,14 +27,15 @@ from weir.broker.group.records import (
 )
 from weir.broker.producer_state import NO_SEQUENCE
 from weir.broker.replica_manager import ReplicaManager
-from weir.broker.topics import TopicError, TopicManager
+from weir.broker.topics import OFFSETS_TOPIC, TopicError, TopicManager, internal_partition_count
 from weir.clock import Clock
 from weir.records import BatchSpec, Compression, Record, build_batch, iter_records
 from weir.records.control import marker_commits
 
 log = logging.getLogger(__name__)
 
-OFFSETS_TOPIC = "__consumer_offsets"
+__all__ = ["OFFSETS_TOPIC", "GroupStore", "java_string_hash"]
+
 OFFSETS_TOPIC_CONFIG = {
     "cleanup.policy": "compact",
     "segment.bytes": str(100 * 1024 * 1024),
@@ -79,27 +80,40 @@ class GroupStore:
         self._clock = clock
         self._replication = replication
         self._cluster = cluster
-        info = topics.metadata.topic(OFFSETS_TOPIC)
-        self.partitions = info.partitions if info is not None else partitions
-        self._created = info is not None
+        self._configured = partitions
+        self.partitions = partitions
+        self._created = False
+        self._take_existing()
+
+    def _take_existing(self) -> bool:
+        """Adopt the topic's partition count if it exists (whoever created it)."""
+        info = self._topics.metadata.topic(OFFSETS_TOPIC)
+        if info is None:
+            return False
+        self.partitions = internal_partition_count(
+            info, self._configured, "offsets.topic.num.partitions"
+        )
+        self._created = True
+        return True
 
     def _ensure_topic(self) -> None:
         """Create the topic on first use, as Kafka does on the first FindCoordinator."""
-        if self._created:
+        if self._created or self._take_existing():
             return
-        if self._topics.metadata.topic(OFFSETS_TOPIC) is None:
-            try:
-                self._topics.create(
-                    OFFSETS_TOPIC,
-                    self.partitions,
-                    dict(OFFSETS_TOPIC_CONFIG),
-                    replication=self._replication,
-                )
-            except TopicError as exc:
-                raise RuntimeError(f"cannot create {OFFSETS_TOPIC}: {exc}") from exc
+        try:
+            self._topics.create_now(
+                OFFSETS_TOPIC,
+                self.partitions,
+                dict(OFFSETS_TOPIC_CONFIG),
+                replication=self._replication,
+            )
+        except TopicError as exc:
+            raise RuntimeError(f"cannot create {OFFSETS_TOPIC}: {exc}") from exc
         self._created = True
 
     def partition_for(self, group_id: str) -> int:
+        if not self._created:
+            self._take_existing()
         h = java_string_hash(group_id)
         return (0 if h == -(2**31) else abs(h)) % self.partitions
 

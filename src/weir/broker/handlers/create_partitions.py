@@ -30,7 +30,7 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
             if topic.assignments is not None:
                 assignments = [list(a.broker_ids) for a in topic.assignments]
                 broker.topics.check_new_partitions(topic.name, topic.count, assignments)
-            broker.topics.grow(topic.name, topic.count, body.validate_only, assignments)
+            await broker.topics.grow(topic.name, topic.count, body.validate_only, assignments)
             grown.append((topic.name, topic.count))
         except TopicError as exc:
             error, message = exc.error, exc.message

@@ -20,7 +20,9 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
     m = response_module(ApiKey.CREATE_TOPICS, request.api_version)
     body = request.body
     created: dict[str, int] = {}
-    results = [_create(m, broker, topic, body.validate_only, created) for topic in body.topics]
+    results = [
+        await _create(m, broker, topic, body.validate_only, created) for topic in body.topics
+    ]
     cluster = broker.cluster
     if cluster is not None and created:
         done = await cluster.cache.wait_until(
@@ -33,7 +35,7 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
     return make(m.CreateTopicsResponse, throttle_time=datetime.timedelta(0), topics=tuple(results))
 
 
-def _create(
+async def _create(
     m: Any, broker: BrokerContext, topic: Any, validate_only: bool, created: dict[str, int]
 ) -> Any:
     """One topic's result; a topic created is added to `created` with its partition count."""
@@ -51,7 +53,7 @@ def _create(
         )
         topic_id = uuid.UUID(int=0)
         if not validate_only:
-            info = broker.topics.create(
+            info = await broker.topics.create(
                 topic.name, partitions, configs, replication=replication, replicas=replicas
             )
             topic_id = info.topic_id

@@ -24,7 +24,7 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
         names = [(name, None) for name in body.topic_names]
     else:
         names = [(t.name, t.topic_id) for t in body.topics]
-    results = [_delete(m, broker, name, topic_id) for name, topic_id in names]
+    results = [await _delete(m, broker, name, topic_id) for name, topic_id in names]
     cluster = broker.cluster
     if cluster is not None:
         deleted = [r.name for r in results if r.error_code == ErrorCode.none]
@@ -37,7 +37,9 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
     )
 
 
-def _delete(m: Any, broker: BrokerContext, name: str | None, topic_id: uuid.UUID | None) -> Any:
+async def _delete(
+    m: Any, broker: BrokerContext, name: str | None, topic_id: uuid.UUID | None
+) -> Any:
     if name is None and topic_id is not None:
         name = next(
             (t.name for t in broker.metadata.topics().values() if t.topic_id == topic_id), None
@@ -54,7 +56,7 @@ def _delete(m: Any, broker: BrokerContext, name: str | None, topic_id: uuid.UUID
     try:
         if refused := topic_error(broker, AclOperation.DELETE, name):
             raise TopicError(refused, "Authorization failed.")
-        info = broker.topics.delete(name)
+        info = await broker.topics.delete(name)
     except TopicError as exc:
         return make(
             m.DeletableTopicResult,

@@ -2,7 +2,9 @@
 
 Refused as a whole when its controller epoch is older than one already seen; a partition whose
 leader epoch is older than the one this broker has is refused alone (STALE_CONTROLLER_EPOCH, as
-Kafka answers). A partition this broker does not replicate is ignored."""
+Kafka answers). A partition this broker does not replicate is ignored. The logs of its new
+replicas are created first, in slices on the default executor, so the loop serves others
+meanwhile."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from kio.schema.errors import ErrorCode
 
 from weir.broker.context import BrokerContext, make
 from weir.broker.group.store import OFFSETS_TOPIC
+from weir.broker.topics import CREATION_SLICE, TopicError
 from weir.broker.txn.store import TRANSACTION_STATE_TOPIC
 from weir.protocol.apis import InterBrokerApiKey
 from weir.protocol.codec import Request, response_module
@@ -34,6 +37,7 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
     topics = []
     flat = []
     for topic in body.topic_states:
+        await _open_new_replicas(broker, topic.topic_name, topic.partition_states)
         errors = []
         for state in topic.partition_states:
             code = await _apply(broker, topic.topic_name, state)
@@ -55,6 +59,32 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
     )
 
 
+async def _open_new_replicas(broker: BrokerContext, topic: str, states: Any) -> None:
+    """Create the logs of this broker's replicas of `topic` it has none for yet; one that
+    cannot be created is left to `_apply`, which reports it."""
+    node = broker.config.node_id
+    mine = [s.partition_index for s in states if node in s.replicas]
+    new = [index for index in mine if broker.replicas.get(topic, index) is None]
+    if not new:
+        return
+    try:
+        config = broker.topics.check_configs(await _topic_info_configs(broker, topic))
+        for start in range(0, len(new), CREATION_SLICE):
+            await broker.replicas.open_partitions(
+                topic, new[start : start + CREATION_SLICE], config
+            )
+    except (StorageError, TopicError) as exc:
+        log.warning("%s: new replicas' logs not created ahead: %s", topic, exc)
+
+
+async def _topic_info_configs(broker: BrokerContext, topic: str) -> dict[str, str]:
+    info = broker.metadata.topic(topic)
+    if info is None and broker.cluster is not None:
+        loop = asyncio.get_running_loop()
+        info = await loop.run_in_executor(None, broker.cluster.store.refresh_topic, topic)
+    return info.configs if info is not None else {}
+
+
 async def _apply(broker: BrokerContext, topic: str, state: Any) -> ErrorCode:
     node = broker.config.node_id
     if node not in state.replicas:
@@ -66,11 +96,7 @@ async def _apply(broker: BrokerContext, topic: str, state: Any) -> ErrorCode:
             topic, state.partition_index, state.leader_epoch, current.leader_epoch,
         )  # fmt: skip
         return ErrorCode.stale_controller_epoch
-    info = broker.metadata.topic(topic)
-    if info is None and broker.cluster is not None:
-        loop = asyncio.get_running_loop()
-        info = await loop.run_in_executor(None, broker.cluster.store.refresh_topic, topic)
-    configs = info.configs if info is not None else {}
+    configs = await _topic_info_configs(broker, topic)
     try:
         config = broker.topics.check_configs(configs)
         cluster = broker.cluster

@@ -41,7 +41,7 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
         names = visible_topics(broker, cluster.cache.topics) if requested is None else requested
         topics = [
             _missing(m, name, refused[name]) if name in refused
-            else _cluster_topic(m, broker, cluster, name, allow_create)
+            else await _cluster_topic(m, broker, cluster, name, allow_create)
             for name in names
         ]  # fmt: skip
     elif requested is None:
@@ -50,7 +50,7 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
     else:
         topics = [
             _missing(m, name, refused[name]) if name in refused
-            else _requested_topic(m, broker, name, allow_create)
+            else await _requested_topic(m, broker, name, allow_create)
             for name in requested
         ]  # fmt: skip
     if getattr(body, "include_topic_authorized_operations", False):
@@ -88,11 +88,11 @@ def _requested_names(body: Any, version: int) -> list[str] | None:
     return [t.name for t in body.topics if t.name is not None]
 
 
-def _requested_topic(m: Any, broker: BrokerContext, name: str, allow_create: bool) -> Any:
+async def _requested_topic(m: Any, broker: BrokerContext, name: str, allow_create: bool) -> Any:
     info = broker.metadata.topic(name)
     if info is None and allow_create:
         try:
-            info = broker.topics.auto_create(name)
+            info = await broker.topics.auto_create(name)
         except TopicError as exc:
             return _missing(m, name, exc.error)
     if info is None:
@@ -100,7 +100,7 @@ def _requested_topic(m: Any, broker: BrokerContext, name: str, allow_create: boo
     return _topic(m, broker, info)
 
 
-def _cluster_topic(
+async def _cluster_topic(
     m: Any, broker: BrokerContext, cluster: ClusterNode, name: str, allow_create: bool
 ) -> Any:
     """A topic as the controller last described it to this broker. One that exists in
@@ -112,7 +112,7 @@ def _cluster_topic(
         if not allow_create:
             return _missing(m, name, ErrorCode.unknown_topic_or_partition)
         try:
-            created = broker.topics.auto_create(name)
+            created = await broker.topics.auto_create(name)
         except TopicError as exc:
             return _missing(m, name, exc.error)
         error = ErrorCode.unknown_topic_or_partition if created is None else None
@@ -154,6 +154,13 @@ def _topic(m: Any, broker: BrokerContext, info: TopicInfo) -> Any:
     for index in range(info.partitions):
         partition = broker.replicas.get(info.name, index)
         epoch = partition.leader_epoch if partition is not None else 0
+        if partition is None and not broker.replicas.is_offline(info.name, index):
+            partitions.append(make(  # its log is still being created
+                m.MetadataResponsePartition, error_code=ErrorCode.leader_not_available,
+                partition_index=index, leader_id=-1, leader_epoch=epoch, replica_nodes=(node,),
+                isr_nodes=(), offline_replicas=(),
+            ))  # fmt: skip
+            continue
         if broker.replicas.is_offline(info.name, index):
             partitions.append(make(
                 m.MetadataResponsePartition, error_code=ErrorCode.leader_not_available,

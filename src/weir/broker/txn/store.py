@@ -18,14 +18,20 @@ from kio.schema.errors import ErrorCode
 
 from weir.broker.group.store import java_string_hash
 from weir.broker.replica_manager import ACKS_ALL, Partition, ReplicaManager
-from weir.broker.topics import TopicError, TopicManager
+from weir.broker.topics import (
+    TRANSACTION_STATE_TOPIC,
+    TopicError,
+    TopicManager,
+    internal_partition_count,
+)
 from weir.broker.txn.records import TxnLogValue, key_bytes, parse_key, parse_value, value_bytes
 from weir.clock import Clock
 from weir.records import BatchSpec, Compression, Record, build_batch, iter_records
 
 log = logging.getLogger(__name__)
 
-TRANSACTION_STATE_TOPIC = "__transaction_state"
+__all__ = ["TRANSACTION_STATE_TOPIC", "TransactionStore"]
+
 DEFAULT_SEGMENT_BYTES = 100 * 1024 * 1024
 #: how long a state write waits for the partition's ISR (Kafka: the request timeout)
 REPLICATION_TIMEOUT_MS = 30_000
@@ -68,25 +74,38 @@ class TransactionStore:
             "segment.bytes": str(segment_bytes),
         }
         self._cluster = cluster
-        info = topics.metadata.topic(TRANSACTION_STATE_TOPIC)
-        self.partitions = info.partitions if info is not None else partitions
-        self._created = info is not None
+        self._configured = partitions
+        self.partitions = partitions
+        self._created = False
+        self._take_existing()
+
+    def _take_existing(self) -> bool:
+        """Adopt the topic's partition count if it exists (whoever created it)."""
+        info = self._topics.metadata.topic(TRANSACTION_STATE_TOPIC)
+        if info is None:
+            return False
+        self.partitions = internal_partition_count(
+            info, self._configured, "transaction.state.log.num.partitions"
+        )
+        self._created = True
+        return True
 
     def ensure(self) -> None:
         """Create the topic on first use, as Kafka does on the first FindCoordinator."""
-        if self._created:
+        if self._created or self._take_existing():
             return
-        if self._topics.metadata.topic(TRANSACTION_STATE_TOPIC) is None:
-            try:
-                self._topics.create(
-                    TRANSACTION_STATE_TOPIC, self.partitions, dict(self._config),
-                    replication=self._replication,
-                )  # fmt: skip
-            except TopicError as exc:
-                raise RuntimeError(f"cannot create {TRANSACTION_STATE_TOPIC}: {exc}") from exc
+        try:
+            self._topics.create_now(
+                TRANSACTION_STATE_TOPIC, self.partitions, dict(self._config),
+                replication=self._replication,
+            )  # fmt: skip
+        except TopicError as exc:
+            raise RuntimeError(f"cannot create {TRANSACTION_STATE_TOPIC}: {exc}") from exc
         self._created = True
 
     def partition_for(self, transactional_id: str) -> int:
+        if not self._created:
+            self._take_existing()
         h = java_string_hash(transactional_id)
         return (0 if h == -(2**31) else abs(h)) % self.partitions
 

@@ -12,6 +12,7 @@ from txn_harness import ABORT_CHECK_MS, TIMEOUT_MS, MarkerCall, TxnWorld
 
 from weir.broker.txn.coordinator import InitResult
 from weir.broker.txn.state import EMPTY, ONGOING, PREPARE_ABORT, PREPARE_COMMIT
+from weir.broker.txn.store import TRANSACTION_STATE_TOPIC
 
 T = TypeVar("T")
 ORDERS_0, ORDERS_1, PAYMENTS_0 = ("orders", 0), ("orders", 1), ("payments", 0)
@@ -321,3 +322,21 @@ def test_unloading_a_partition_forgets_its_ids_and_loading_restores_them(
         assert world.state() == "CompleteAbort"
 
     run(scenario())
+
+
+def test_a_state_topic_of_another_size_places_ids_by_its_own_partitions(world: TxnWorld) -> None:
+    """`__transaction_state` made after the coordinator started, with fewer partitions than
+    transaction.state.log.num.partitions: every id's state is written and read back."""
+    world.topics.create_now(TRANSACTION_STATE_TOPIC, 1, {"cleanup.policy": "compact"})
+    ids = [f"txn-{i}" for i in range(8)]
+
+    async def scenario() -> None:
+        for txn_id in ids:
+            producer = await world.init(txn_id)
+            assert producer.error is ErrorCode.none
+            assert await world.add(producer, ORDERS_0, txn_id=txn_id) is ErrorCode.none
+
+    run(scenario())
+    assert {world.store.partition_for(txn_id) for txn_id in ids} == {0}
+    coordinator = world.reopen()
+    assert {coordinator.transactions[txn_id].state for txn_id in ids} == {ONGOING}

@@ -85,7 +85,7 @@ class TxnWorld:
         self.next_id = 1000
         self.open()
         for name, partitions in {"orders": 3, "payments": 2}.items():
-            self.topics.create(name, partitions, {})
+            self.topics.create_now(name, partitions, {})
 
     def open(self) -> None:
         broker_config = BrokerConfig(data_dir=self.data_dir)
