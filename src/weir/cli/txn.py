@@ -44,11 +44,14 @@ from kio.static.primitive import TZAware, i8, i16, i32, i64
 from weir.broker.config import parse_host_port
 from weir.cli.broker_socket import BrokerConnection, Decoder
 from weir.cli.clients import ADMIN_TIMEOUT, add_bootstrap, add_client_settings, security_settings
+from weir.cli.table import print_table
 from weir.protocol.apis import ApiKey
 from weir.protocol.client_settings import ClientSecurity, ClientSettingsError
 
 CLIENT_ID = "weir-txn"
 TRANSACTION_KEY = i8(1)
+HANGING_COLUMNS = ("Topic", "Partition", "ProducerId", "ProducerEpoch", "StartOffset",
+                   "LastTimestamp", "Duration(min)")  # fmt: skip
 
 
 def register(commands: Any) -> None:
@@ -184,9 +187,7 @@ def run_list(args: argparse.Namespace) -> int:
             print(f"weir: unknown state {unknown!r}", file=sys.stderr)
         rows += [(t.transactional_id, node_id, t.producer_id, t.transaction_state)
                  for t in response.transaction_states]  # fmt: skip
-    print(f"{'TransactionalId':<40}{'Coordinator':>12}{'ProducerId':>12}  TransactionState")
-    for transactional_id, node_id, producer_id, state in sorted(rows):
-        print(f"{transactional_id:<40}{node_id:>12}{producer_id:>12}  {state}")
+    print_table(("TransactionalId", "Coordinator", "ProducerId", "TransactionState"), sorted(rows))
     return 1 if failed else 0
 
 
@@ -318,12 +319,9 @@ def run_find_hanging(args: argparse.Namespace) -> int:
     found = hanging(candidates, _coordinators_of({c.producer_id for c in candidates}, brokers,
                                                  security),
                     now_ms, max_timeout_ms)  # fmt: skip
-    print(f"{'Topic':<30}{'Partition':>10}{'ProducerId':>12}{'ProducerEpoch':>15}"
-          f"{'StartOffset':>13}{'LastTimestamp':>15}{'Duration(min)':>15}")  # fmt: skip
-    for txn in found:
-        minutes = (now_ms - txn.last_timestamp) / 60_000
-        print(f"{txn.topic:<30}{txn.partition:>10}{txn.producer_id:>12}{txn.producer_epoch:>15}"
-              f"{txn.start_offset:>13}{txn.last_timestamp:>15}{minutes:>15.1f}")  # fmt: skip
+    print_table(HANGING_COLUMNS, [
+        (t.topic, t.partition, t.producer_id, t.producer_epoch, t.start_offset, t.last_timestamp,
+         f"{(now_ms - t.last_timestamp) / 60_000:.1f}") for t in found])  # fmt: skip
     return 0
 
 
