@@ -143,7 +143,7 @@ def register(commands: Any) -> None:
 def _register_topic(commands: Any) -> None:
     topic = commands.add_parser("topic", help="create, list, describe, alter, delete topics")
     sub = topic.add_subparsers(dest="topic_command", required=True, metavar="ACTION")
-    create = sub.add_parser("create")
+    create = sub.add_parser("create", help="create a topic (partitions, replicas, configs)")
     create.add_argument("name")
     create.add_argument("--partitions", type=int, default=-1)
     create.add_argument("--replication-factor", type=int, default=-1)
@@ -160,9 +160,11 @@ def _register_topic(commands: Any) -> None:
         "each partition's broker ids by colons (leader first)",
     )
     create.set_defaults(run=run_topic_create)
-    listing = sub.add_parser("list")
+    listing = sub.add_parser("list", help="list the names of the topics")
     listing.set_defaults(run=run_topic_list)
-    describe = sub.add_parser("describe")
+    describe = sub.add_parser(
+        "describe", help="partitions' leader, replicas and ISR; config overrides"
+    )
     describe.add_argument("name", nargs="?", help="one topic (default: every topic)")
     describe.add_argument(
         "--under-replicated-partitions",
@@ -170,10 +172,10 @@ def _register_topic(commands: Any) -> None:
         help="only partitions whose ISR is smaller than their replica list",
     )
     describe.set_defaults(run=run_topic_describe)
-    delete = sub.add_parser("delete")
+    delete = sub.add_parser("delete", help="delete a topic")
     delete.add_argument("name")
     delete.set_defaults(run=run_topic_delete)
-    alter = sub.add_parser("alter")
+    alter = sub.add_parser("alter", help="add partitions; set or delete config overrides")
     alter.add_argument("name")
     alter.add_argument("--partitions", type=int, help="grow to this many partitions")
     alter.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")

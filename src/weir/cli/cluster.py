@@ -118,7 +118,7 @@ def register(commands: Any) -> None:
     up.set_defaults(run=run_up)
     elect = sub.add_parser(
         "elect-leaders",
-        help="move leadership to preferred replicas, or elect leaders of leaderless partitions",
+        help="elect preferred leaders, or leaders where there are none",
     )
     add_bootstrap(elect)
     add_client_settings(elect)
