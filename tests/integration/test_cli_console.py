@@ -1,8 +1,10 @@
 """The console commands' output as a user reads it, against a real broker: tables whose columns
-fit their widest value (a consumer's long member id)."""
+fit their widest value (a consumer's long member id), and output into a pipe whose reader has
+gone (`| head -1`) that ends quietly, with the status a shell gives a command SIGPIPE ended."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 from collections.abc import Iterator
@@ -71,3 +73,33 @@ def test_group_describe_columns_fit_a_long_member_id(
 
 def _ends(rows: list[dict[str, str]]) -> list[tuple[int, int]]:
     return [(int(r["PARTITION"]), int(r["LOG-END-OFFSET"])) for r in rows]
+
+
+def closed_pipe() -> int:
+    """The writing end of a pipe whose reader has gone, as after `| head -1` read its line."""
+    reader, writer = os.pipe()
+    os.close(reader)
+    return writer
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("topic", "describe"),
+        ("topic", "list"),
+        ("group", "describe", GROUP),
+        ("group", "list"),
+        ("consume", TOPIC, "--from-beginning", "-e"),
+        ("txn", "list"),
+    ],
+    ids=" ".join,
+)
+def test_output_into_a_closed_pipe_ends_quietly(
+    broker: BrokerProcess, member: Consumer, command: tuple[str, ...]
+) -> None:
+    writer = closed_pipe()
+    try:
+        done = weir(*command, "--bootstrap-server", broker.bootstrap, stdout=writer)
+    finally:
+        os.close(writer)
+    assert (done.returncode, done.stderr) == (128 + 13, "")

@@ -59,10 +59,13 @@ class BrokerConnection:
         client_id: str,
         decoders: Mapping[tuple[int, int], Decoder] | None = None,
     ) -> None:
+        self.address = f"{host}:{port}"
         self._client_id = client_id
         self._decoders = decoders or {}
         self._correlation = itertools.count(_AUTH_CORRELATION_IDS)
+        self._open_done = False
         self._sock = self._open(host, port, security, timeout)
+        self._open_done = True
         self._correlation = itertools.count(1)
 
     def __enter__(self) -> BrokerConnection:
@@ -78,7 +81,7 @@ class BrokerConnection:
         self, host: str, port: int, security: ClientSecurity, timeout: float
     ) -> socket.socket:
         """Connects, wraps in TLS and authenticates; the caller's requests may go at once."""
-        where = f"{host}:{port}"
+        where = self.address
         try:
             self._sock = socket.create_connection((host, port), timeout=timeout)
         except OSError as exc:
@@ -98,9 +101,16 @@ class BrokerConnection:
 
     def call(self, api_key: int, version: int, body: Any) -> Any:
         correlation_id = next(self._correlation)
-        self._sock.sendall(encode_request(api_key, version, correlation_id, self._client_id, body))
-        (size,) = _SIZE.unpack(self._read(_SIZE.size))
-        payload = self._read(size)
+        try:
+            self._sock.sendall(
+                encode_request(api_key, version, correlation_id, self._client_id, body)
+            )
+            (size,) = _SIZE.unpack(self._read(_SIZE.size))
+            payload = self._read(size)
+        except BrokerConnectionError as exc:
+            raise self._named(exc) from None
+        except OSError as exc:  # the broker's failure, never to be taken for a closed stdout
+            raise self._named(BrokerConnectionError(exc.strerror or str(exc))) from None
         decoder = self._decoders.get((api_key, version))
         if decoder is not None:
             answered, response = decoder(payload)
@@ -109,6 +119,10 @@ class BrokerConnection:
         if answered != correlation_id:
             raise BrokerConnectionError(f"response {answered} to request {correlation_id}")
         return response
+
+    def _named(self, exc: BrokerConnectionError) -> BrokerConnectionError:
+        """`exc` naming the broker; while connecting, `_open` names it."""
+        return BrokerConnectionError(f"{self.address}: {exc}") if self._open_done else exc
 
     def _read(self, count: int) -> bytes:
         data = bytearray()
