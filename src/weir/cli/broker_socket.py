@@ -26,6 +26,7 @@ from kio.schema.errors import ErrorCode
 from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 
+from weir.broker.config import parse_host_port
 from weir.broker.security.scram import GS2_NO_BINDING, MECHANISMS, ScramMechanism
 from weir.protocol.apis import ApiKey
 from weir.protocol.client_settings import ClientSecurity
@@ -41,6 +42,20 @@ Decoder = Callable[[bytes], tuple[int, Any]]
 
 class BrokerConnectionError(ConnectionError):
     """The broker could not be reached, or refused the TLS handshake or the credentials."""
+
+
+def bootstrap_addresses(bootstrap: str) -> list[tuple[str, int]]:
+    """The (host, port) pairs of `HOST:PORT[,HOST:PORT...]`, as Kafka's clients read
+    bootstrap.servers."""
+    addresses = []
+    for entry in filter(None, (part.strip() for part in bootstrap.split(","))):
+        try:
+            addresses.append(parse_host_port(entry))
+        except ValueError as exc:
+            raise BrokerConnectionError(f"bad bootstrap server: {exc}") from None
+    if not addresses:
+        raise BrokerConnectionError(f"bad bootstrap server {bootstrap!r}: expected HOST:PORT")
+    return addresses
 
 
 class BrokerConnection:
@@ -132,6 +147,28 @@ class BrokerConnection:
                 raise BrokerConnectionError("the broker closed the connection")
             data += chunk
         return bytes(data)
+
+
+def connect_any(
+    bootstrap: str,
+    security: ClientSecurity,
+    *,
+    timeout: float,
+    client_id: str,
+    decoders: Mapping[tuple[int, int], Decoder] | None = None,
+) -> BrokerConnection:
+    """A connection to the first broker of `bootstrap` (`HOST:PORT[,HOST:PORT...]`) that
+    answers, each tried in turn as Kafka's tools try their bootstrap servers; when none does,
+    a BrokerConnectionError naming each and why."""
+    failures = []
+    for host, port in bootstrap_addresses(bootstrap):
+        try:
+            return BrokerConnection(
+                host, port, security, timeout=timeout, client_id=client_id, decoders=decoders
+            )
+        except BrokerConnectionError as exc:
+            failures.append(str(exc))
+    raise BrokerConnectionError("; ".join(failures))
 
 
 def _tls_context(security: ClientSecurity) -> ssl.SSLContext:

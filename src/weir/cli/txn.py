@@ -10,7 +10,8 @@ abort ends such a transaction as Kafka's admin abortTransaction does: it finds t
 whose transaction starts at the given offset (DescribeProducers), or takes its id and epochs as
 given, and asks the partition's leader to write an ABORT marker (WriteTxnMarkers).
 librdkafka has no admin call for these, so they speak the Kafka protocol directly, one request
-at a time.
+at a time, starting from the first of the bootstrap servers (`--bootstrap-server a:1,b:2`) that
+answers.
 """
 
 from __future__ import annotations
@@ -41,8 +42,7 @@ from kio.schema.write_txn_markers.v1.request import (
 from kio.serial import entity_reader
 from kio.static.primitive import TZAware, i8, i16, i32, i64
 
-from weir.broker.config import parse_host_port
-from weir.cli.broker_socket import BrokerConnection, Decoder
+from weir.cli.broker_socket import BrokerConnection, Decoder, connect_any
 from weir.cli.clients import ADMIN_TIMEOUT, add_bootstrap, add_client_settings, security_settings
 from weir.cli.table import print_table
 from weir.protocol.apis import ApiKey
@@ -118,6 +118,13 @@ def connect(host: str, port: int, security: ClientSecurity | None = None,
                             client_id=CLIENT_ID, decoders=_DECODERS)  # fmt: skip
 
 
+def connect_bootstrap(bootstrap: str, security: ClientSecurity) -> BrokerConnection:
+    """`connect` to the first of the bootstrap servers (`HOST:PORT[,HOST:PORT...]`) that
+    answers."""
+    return connect_any(bootstrap, security, timeout=ADMIN_TIMEOUT, client_id=CLIENT_ID,
+                       decoders=_DECODERS)  # fmt: skip
+
+
 def _read_describe_transactions(payload: bytes) -> tuple[int, Any]:
     """DescribeTransactions v0 read with its start time nullable: Kafka sends -1 for an id with
     no transaction open, which kio's reader of the declared (non-null) timestamp refuses."""
@@ -163,8 +170,7 @@ def _security(args: argparse.Namespace) -> ClientSecurity:
 
 
 def _brokers(bootstrap: str, security: ClientSecurity | None = None) -> list[tuple[int, str, int]]:
-    host, port = parse_host_port(bootstrap)
-    with connect(host, port, security=security) as conn:
+    with connect_bootstrap(bootstrap, security or ClientSecurity()) as conn:
         metadata = conn.call(ApiKey.METADATA, 1, MetadataRequest(topics=()))
     return sorted((b.node_id, b.host, b.port) for b in metadata.brokers)
 
@@ -193,9 +199,8 @@ def run_list(args: argparse.Namespace) -> int:
 
 def run_describe(args: argparse.Namespace) -> int:
     transactional_id = args.transactional_id
-    host, port = parse_host_port(args.bootstrap_server)
     security = _security(args)
-    with connect(host, port, security=security) as conn:
+    with connect_bootstrap(args.bootstrap_server, security) as conn:
         request = FindCoordinatorRequest(key=transactional_id, key_type=TRANSACTION_KEY)
         found = conn.call(ApiKey.FIND_COORDINATOR, 3, request)
     if found.error_code is not ErrorCode.none:
@@ -272,8 +277,7 @@ def _topic_metadata(
 ) -> tuple[dict[int, tuple[str, int]], Any]:
     """(node id -> address of every broker, the topic's metadata); TxnToolError if the topic
     is unknown."""
-    host, port = parse_host_port(bootstrap)
-    with connect(host, port, security=security) as conn:
+    with connect_bootstrap(bootstrap, security) as conn:
         metadata = conn.call(ApiKey.METADATA, 4, MetadataRequestV4(
             topics=(MetadataRequestTopic(name=TopicName(name)),),
             allow_auto_topic_creation=False))  # fmt: skip
