@@ -7,7 +7,9 @@ the client's certificate and key, the host name checked unless
 SASL_PLAINTEXT and SASL_SSL with SaslHandshake v1 and SaslAuthenticate v2: PLAIN, or
 SCRAM-SHA-256/512 (RFC 5802; the server's signature is checked too). Every failure to connect,
 to shake hands or to authenticate is a `BrokerConnectionError` naming the broker and why; then
-it carries the caller's requests, one at a time.
+it carries the caller's requests, one at a time. `connect_any` tries a list of bootstrap servers
+in turn. `nothing_listens` tells the librdkafka commands (`weir.cli.clients`) whether any
+bootstrap server takes a TCP connection at all, once librdkafka reports every broker down.
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ _SIZE = struct.Struct(">i")
 #: correlation ids of the authentication exchange, apart from those of the caller's requests
 _AUTH_CORRELATION_IDS = 1 << 30
 
+#: how long `nothing_listens` waits for one address to take a connection
+PROBE_TIMEOUT_S = 2.0
 #: reads a response's bytes (after the size) as (correlation id, body)
 Decoder = Callable[[bytes], tuple[int, Any]]
 
@@ -169,6 +173,47 @@ def connect_any(
         except BrokerConnectionError as exc:
             failures.append(str(exc))
     raise BrokerConnectionError("; ".join(failures))
+
+
+def nothing_listens(
+    bootstrap: str, timeout: float = PROBE_TIMEOUT_S
+) -> BrokerConnectionError | None:
+    """The error to report when no bootstrap server can be reached at all: every address of
+    every one refuses a TCP connection, or has no address. None as soon as one accepts, or is
+    merely slow to say (a dropped SYN times out here, which is not a refusal): a broker slow to
+    answer is not a dead one."""
+    try:
+        addresses = bootstrap_addresses(bootstrap)
+    except BrokerConnectionError:
+        return None  # a form librdkafka reads and we do not (HOST without a port): its call
+    failures = []
+    for host, port in addresses:
+        reason = _refusal(host, port, timeout)
+        if reason is None:
+            return None
+        failures.append(f"{host}:{port}: cannot connect: {reason}")
+    return BrokerConnectionError("; ".join(failures))
+
+
+def _refusal(host: str, port: int, timeout: float) -> str | None:
+    """Why nothing at (host, port) takes a connection, or None when something does (or
+    might: the attempt timed out)."""
+    try:
+        addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        return exc.strerror or str(exc)
+    refused = "no address"
+    for family, kind, proto, _, address in addresses:
+        with socket.socket(family, kind, proto) as probe:
+            probe.settimeout(timeout)
+            try:
+                probe.connect(address)
+                return None
+            except ConnectionRefusedError as exc:
+                refused = exc.strerror or str(exc)
+            except OSError:  # unreachable or timed out: not known to be dead
+                return None
+    return refused
 
 
 def _tls_context(security: ClientSecurity) -> ssl.SSLContext:

@@ -7,7 +7,8 @@ and librdkafka's client settings, security ones included (`security.protocol`,
 (`--command-config FILE`, as kafka-*.sh take it) and `-X KEY=VALUE` (as kcat takes them; these
 win), read as every weir client reads them (`weir.protocol.client_settings`: a Java client's
 `sasl.jaas.config` too). `connected` gives a client that has reached the cluster, or fails at
-once with the broker's reason when it refuses the TLS handshake or the credentials.
+once with the broker's reason when it refuses the TLS handshake or the credentials, and within
+a second or so, naming the addresses, when nothing listens at any bootstrap server.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from confluent_kafka.admin import (
     NewTopic,
 )
 
+from weir.cli.broker_socket import nothing_listens
 from weir.cli.kafka_errors import error_line, fail, kafka_error, librdkafka_logger
 from weir.protocol.client_settings import (
     ClientSettingsError,
@@ -214,12 +216,18 @@ def admin_client(args: argparse.Namespace) -> AdminClient:
 def connected(make: Callable[[dict[str, Any]], _Client], config: dict[str, Any]) -> _Client:
     """A client made with `config` once it has answers from the cluster. A refused TLS
     handshake or SASL authentication raises KafkaException with the broker's reason at once,
-    where librdkafka itself would retry until the command's request timed out."""
+    where librdkafka itself would retry until the command's request timed out. So does a
+    cluster where nothing listens (BrokerConnectionError naming each address): librdkafka says
+    when every broker is down (_ALL_BROKERS_DOWN), and `nothing_listens` tells a refused
+    connection (fail now) from a broker merely slow to answer (keep waiting)."""
     refusals: list[KafkaError] = []
+    all_down: list[KafkaError] = []
 
     def on_error(error: KafkaError) -> None:
         if error.code() in _REFUSALS:
             refusals.append(error)
+        elif error.code() == KafkaError._ALL_BROKERS_DOWN:
+            all_down.append(error)
 
     client = make({**config, "error_cb": on_error})
     deadline = time.monotonic() + ADMIN_TIMEOUT
@@ -233,6 +241,11 @@ def connected(make: Callable[[dict[str, Any]], _Client], config: dict[str, Any])
         client.poll(0)  # serves error_cb
         if refusals:
             raise KafkaException(refusals[0])
+        if all_down:
+            all_down.clear()
+            unreachable = nothing_listens(str(config.get("bootstrap.servers", "")))
+            if unreachable is not None:
+                raise unreachable
 
 
 def run_topic_create(args: argparse.Namespace) -> int:
