@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -101,6 +103,44 @@ class BrokerProcess:
 
     def logs(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+
+def weir(
+    *args: str | Path,
+    env: dict[str, str] | None = None,
+    input: str | None = None,
+    stdout: Any = None,
+    timeout: float = 60,
+) -> subprocess.CompletedProcess[str]:
+    """`weir ARGS` as a user runs it, with its exit status, stdout and stderr. `env`: variables
+    added to this environment; `input`: its stdin; `stdout`: where its output goes instead of
+    being captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "weir.cli.main", *map(str, args)],
+        input=input,
+        stdout=subprocess.PIPE if stdout is None else stdout,
+        stderr=subprocess.PIPE,
+        env=None if env is None else {**os.environ, **env},
+        text=True,
+        timeout=timeout,
+    )
+
+
+def table_rows(output: str, first_header: str) -> list[dict[str, str]]:
+    """The rows of the table in a command's output whose header line starts with
+    `first_header`, each cut at its header's column starts. A value that does not start where
+    its column does (one that ran into the next) fails the calling test."""
+    lines = output.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith(first_header))
+    header = lines[at]
+    starts = [m.start() for m in re.finditer(r"\S+", header)]
+    rows = []
+    for line in lines[at + 1 :]:
+        assert all(line[s - 1 : s] in (" ", "") for s in starts[1:]), f"{header}\n{line}"
+        cells = [line[a:b].strip() for a, b in zip(starts, [*starts[1:], None], strict=True)]
+        assert all(" " not in cell for cell in cells), f"{header}\n{line}"
+        rows.append(dict(zip(header.split(), cells, strict=True)))
+    return rows
 
 
 def _toml(value: object) -> str:

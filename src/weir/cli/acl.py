@@ -40,7 +40,7 @@ from weir.broker.authz.acl import (
 )
 from weir.broker.authz.authorizer import order
 from weir.cli import kafka_errors
-from weir.cli.clients import ADMIN_TIMEOUT, add_bootstrap, add_client_settings, client_config
+from weir.cli.clients import ADMIN_TIMEOUT, add_bootstrap, add_client_settings, admin_client
 
 Resource = tuple[ResourceType, str]
 OPS = AclOperation
@@ -173,7 +173,7 @@ def run_add(args: argparse.Namespace) -> int:
         }
     except AclError as exc:
         return _usage(exc)
-    admin = AdminClient(client_config(args))
+    admin = admin_client(args)
     for pattern, group in bindings.items():
         print(f"Adding ACLs for resource `{pattern}`: ")
         print("".join(f" \t{b.entry} \n" for b in group))
@@ -194,7 +194,7 @@ def run_list(args: argparse.Namespace) -> int:
         filters = _filters(args, args.principal or [None])
     except AclError as exc:
         return _usage(exc)
-    admin = AdminClient(client_config(args))
+    admin = admin_client(args)
     found: set[AclBinding] = set()
     try:
         for acl_filter in filters:
@@ -214,7 +214,7 @@ def run_remove(args: argparse.Namespace) -> int:
         return _usage(exc)
     if not args.force and not _confirmed(args, principals):
         return 0
-    admin = AdminClient(client_config(args))
+    admin = admin_client(args)
     try:
         futures = admin.delete_acls(filters, request_timeout=ADMIN_TIMEOUT)
         removed = [_from_client(b) for future in futures.values() for b in future.result()]

@@ -7,7 +7,9 @@ the client's certificate and key, the host name checked unless
 SASL_PLAINTEXT and SASL_SSL with SaslHandshake v1 and SaslAuthenticate v2: PLAIN, or
 SCRAM-SHA-256/512 (RFC 5802; the server's signature is checked too). Every failure to connect,
 to shake hands or to authenticate is a `BrokerConnectionError` naming the broker and why; then
-it carries the caller's requests, one at a time.
+it carries the caller's requests, one at a time. `connect_any` tries a list of bootstrap servers
+in turn. `nothing_listens` tells the librdkafka commands (`weir.cli.clients`) whether any
+bootstrap server takes a TCP connection at all, once librdkafka reports every broker down.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from kio.schema.errors import ErrorCode
 from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 
+from weir.broker.config import parse_host_port
 from weir.broker.security.scram import GS2_NO_BINDING, MECHANISMS, ScramMechanism
 from weir.protocol.apis import ApiKey
 from weir.protocol.client_settings import ClientSecurity
@@ -35,12 +38,28 @@ _SIZE = struct.Struct(">i")
 #: correlation ids of the authentication exchange, apart from those of the caller's requests
 _AUTH_CORRELATION_IDS = 1 << 30
 
+#: how long `nothing_listens` waits for one address to take a connection
+PROBE_TIMEOUT_S = 2.0
 #: reads a response's bytes (after the size) as (correlation id, body)
 Decoder = Callable[[bytes], tuple[int, Any]]
 
 
 class BrokerConnectionError(ConnectionError):
     """The broker could not be reached, or refused the TLS handshake or the credentials."""
+
+
+def bootstrap_addresses(bootstrap: str) -> list[tuple[str, int]]:
+    """The (host, port) pairs of `HOST:PORT[,HOST:PORT...]`, as Kafka's clients read
+    bootstrap.servers."""
+    addresses = []
+    for entry in filter(None, (part.strip() for part in bootstrap.split(","))):
+        try:
+            addresses.append(parse_host_port(entry))
+        except ValueError as exc:
+            raise BrokerConnectionError(f"bad bootstrap server: {exc}") from None
+    if not addresses:
+        raise BrokerConnectionError(f"bad bootstrap server {bootstrap!r}: expected HOST:PORT")
+    return addresses
 
 
 class BrokerConnection:
@@ -59,10 +78,13 @@ class BrokerConnection:
         client_id: str,
         decoders: Mapping[tuple[int, int], Decoder] | None = None,
     ) -> None:
+        self.address = f"{host}:{port}"
         self._client_id = client_id
         self._decoders = decoders or {}
         self._correlation = itertools.count(_AUTH_CORRELATION_IDS)
+        self._open_done = False
         self._sock = self._open(host, port, security, timeout)
+        self._open_done = True
         self._correlation = itertools.count(1)
 
     def __enter__(self) -> BrokerConnection:
@@ -78,7 +100,7 @@ class BrokerConnection:
         self, host: str, port: int, security: ClientSecurity, timeout: float
     ) -> socket.socket:
         """Connects, wraps in TLS and authenticates; the caller's requests may go at once."""
-        where = f"{host}:{port}"
+        where = self.address
         try:
             self._sock = socket.create_connection((host, port), timeout=timeout)
         except OSError as exc:
@@ -98,9 +120,16 @@ class BrokerConnection:
 
     def call(self, api_key: int, version: int, body: Any) -> Any:
         correlation_id = next(self._correlation)
-        self._sock.sendall(encode_request(api_key, version, correlation_id, self._client_id, body))
-        (size,) = _SIZE.unpack(self._read(_SIZE.size))
-        payload = self._read(size)
+        try:
+            self._sock.sendall(
+                encode_request(api_key, version, correlation_id, self._client_id, body)
+            )
+            (size,) = _SIZE.unpack(self._read(_SIZE.size))
+            payload = self._read(size)
+        except BrokerConnectionError as exc:
+            raise self._named(exc) from None
+        except OSError as exc:  # the broker's failure, never to be taken for a closed stdout
+            raise self._named(BrokerConnectionError(exc.strerror or str(exc))) from None
         decoder = self._decoders.get((api_key, version))
         if decoder is not None:
             answered, response = decoder(payload)
@@ -110,6 +139,10 @@ class BrokerConnection:
             raise BrokerConnectionError(f"response {answered} to request {correlation_id}")
         return response
 
+    def _named(self, exc: BrokerConnectionError) -> BrokerConnectionError:
+        """`exc` naming the broker; while connecting, `_open` names it."""
+        return BrokerConnectionError(f"{self.address}: {exc}") if self._open_done else exc
+
     def _read(self, count: int) -> bytes:
         data = bytearray()
         while len(data) < count:
@@ -118,6 +151,69 @@ class BrokerConnection:
                 raise BrokerConnectionError("the broker closed the connection")
             data += chunk
         return bytes(data)
+
+
+def connect_any(
+    bootstrap: str,
+    security: ClientSecurity,
+    *,
+    timeout: float,
+    client_id: str,
+    decoders: Mapping[tuple[int, int], Decoder] | None = None,
+) -> BrokerConnection:
+    """A connection to the first broker of `bootstrap` (`HOST:PORT[,HOST:PORT...]`) that
+    answers, each tried in turn as Kafka's tools try their bootstrap servers; when none does,
+    a BrokerConnectionError naming each and why."""
+    failures = []
+    for host, port in bootstrap_addresses(bootstrap):
+        try:
+            return BrokerConnection(
+                host, port, security, timeout=timeout, client_id=client_id, decoders=decoders
+            )
+        except BrokerConnectionError as exc:
+            failures.append(str(exc))
+    raise BrokerConnectionError("; ".join(failures))
+
+
+def nothing_listens(
+    bootstrap: str, timeout: float = PROBE_TIMEOUT_S
+) -> BrokerConnectionError | None:
+    """The error to report when no bootstrap server can be reached at all: every address of
+    every one refuses a TCP connection, or has no address. None as soon as one accepts, or is
+    merely slow to say (a dropped SYN times out here, which is not a refusal): a broker slow to
+    answer is not a dead one."""
+    try:
+        addresses = bootstrap_addresses(bootstrap)
+    except BrokerConnectionError:
+        return None  # a form librdkafka reads and we do not (HOST without a port): its call
+    failures = []
+    for host, port in addresses:
+        reason = _refusal(host, port, timeout)
+        if reason is None:
+            return None
+        failures.append(f"{host}:{port}: cannot connect: {reason}")
+    return BrokerConnectionError("; ".join(failures))
+
+
+def _refusal(host: str, port: int, timeout: float) -> str | None:
+    """Why nothing at (host, port) takes a connection, or None when something does (or
+    might: the attempt timed out)."""
+    try:
+        addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        return exc.strerror or str(exc)
+    refused = "no address"
+    for family, kind, proto, _, address in addresses:
+        with socket.socket(family, kind, proto) as probe:
+            probe.settimeout(timeout)
+            try:
+                probe.connect(address)
+                return None
+            except ConnectionRefusedError as exc:
+                refused = exc.strerror or str(exc)
+            except OSError:  # unreachable or timed out: not known to be dead
+                return None
+    return refused
 
 
 def _tls_context(security: ClientSecurity) -> ssl.SSLContext:

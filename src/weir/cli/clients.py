@@ -7,7 +7,8 @@ and librdkafka's client settings, security ones included (`security.protocol`,
 (`--command-config FILE`, as kafka-*.sh take it) and `-X KEY=VALUE` (as kcat takes them; these
 win), read as every weir client reads them (`weir.protocol.client_settings`: a Java client's
 `sasl.jaas.config` too). `connected` gives a client that has reached the cluster, or fails at
-once with the broker's reason when it refuses the TLS handshake or the credentials.
+once with the broker's reason when it refuses the TLS handshake or the credentials, and within
+a second or so, naming the addresses, when nothing listens at any bootstrap server.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from confluent_kafka.admin import (
     NewTopic,
 )
 
+from weir.cli.broker_socket import nothing_listens
 from weir.cli.kafka_errors import error_line, fail, kafka_error, librdkafka_logger
 from weir.protocol.client_settings import (
     ClientSettingsError,
@@ -143,7 +145,7 @@ def register(commands: Any) -> None:
 def _register_topic(commands: Any) -> None:
     topic = commands.add_parser("topic", help="create, list, describe, alter, delete topics")
     sub = topic.add_subparsers(dest="topic_command", required=True, metavar="ACTION")
-    create = sub.add_parser("create")
+    create = sub.add_parser("create", help="create a topic (partitions, replicas, configs)")
     create.add_argument("name")
     create.add_argument("--partitions", type=int, default=-1)
     create.add_argument("--replication-factor", type=int, default=-1)
@@ -160,9 +162,11 @@ def _register_topic(commands: Any) -> None:
         "each partition's broker ids by colons (leader first)",
     )
     create.set_defaults(run=run_topic_create)
-    listing = sub.add_parser("list")
+    listing = sub.add_parser("list", help="list the names of the topics")
     listing.set_defaults(run=run_topic_list)
-    describe = sub.add_parser("describe")
+    describe = sub.add_parser(
+        "describe", help="partitions' leader, replicas and ISR; config overrides"
+    )
     describe.add_argument("name", nargs="?", help="one topic (default: every topic)")
     describe.add_argument(
         "--under-replicated-partitions",
@@ -170,10 +174,10 @@ def _register_topic(commands: Any) -> None:
         help="only partitions whose ISR is smaller than their replica list",
     )
     describe.set_defaults(run=run_topic_describe)
-    delete = sub.add_parser("delete")
+    delete = sub.add_parser("delete", help="delete a topic")
     delete.add_argument("name")
     delete.set_defaults(run=run_topic_delete)
-    alter = sub.add_parser("alter")
+    alter = sub.add_parser("alter", help="add partitions; set or delete config overrides")
     alter.add_argument("name")
     alter.add_argument("--partitions", type=int, help="grow to this many partitions")
     alter.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
@@ -212,12 +216,18 @@ def admin_client(args: argparse.Namespace) -> AdminClient:
 def connected(make: Callable[[dict[str, Any]], _Client], config: dict[str, Any]) -> _Client:
     """A client made with `config` once it has answers from the cluster. A refused TLS
     handshake or SASL authentication raises KafkaException with the broker's reason at once,
-    where librdkafka itself would retry until the command's request timed out."""
+    where librdkafka itself would retry until the command's request timed out. So does a
+    cluster where nothing listens (BrokerConnectionError naming each address): librdkafka says
+    when every broker is down (_ALL_BROKERS_DOWN), and `nothing_listens` tells a refused
+    connection (fail now) from a broker merely slow to answer (keep waiting)."""
     refusals: list[KafkaError] = []
+    all_down: list[KafkaError] = []
 
     def on_error(error: KafkaError) -> None:
         if error.code() in _REFUSALS:
             refusals.append(error)
+        elif error.code() == KafkaError._ALL_BROKERS_DOWN:
+            all_down.append(error)
 
     client = make({**config, "error_cb": on_error})
     deadline = time.monotonic() + ADMIN_TIMEOUT
@@ -231,6 +241,11 @@ def connected(make: Callable[[dict[str, Any]], _Client], config: dict[str, Any])
         client.poll(0)  # serves error_cb
         if refusals:
             raise KafkaException(refusals[0])
+        if all_down:
+            all_down.clear()
+            unreachable = nothing_listens(str(config.get("bootstrap.servers", "")))
+            if unreachable is not None:
+                raise unreachable
 
 
 def run_topic_create(args: argparse.Namespace) -> int:

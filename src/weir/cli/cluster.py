@@ -135,7 +135,7 @@ def register(commands: Any) -> None:
         control.set_defaults(run=run_control)
     elect = sub.add_parser(
         "elect-leaders",
-        help="move leadership to preferred replicas, or elect leaders of leaderless partitions",
+        help="elect preferred leaders, or leaders where there are none",
     )
     add_bootstrap(elect)
     add_client_settings(elect)

@@ -16,6 +16,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from weir.cli.table import print_table
 from weir.clock import SystemClock, ThreadScheduler
 from weir.records import BatchSpec, Compression, Record, build_batch, iter_batches, iter_records
 from weir.storage import LogConfig, LogManager, LogManagerConfig
@@ -81,12 +82,13 @@ def _run_in(data_dir: Path) -> int:
     )
     manager, scheduler = _open(data_dir)
     elapsed, written = _ingest(manager, samples)
-    print(f"{'topic':<18}{'records':>9}{'segments':>10}{'bytes':>10}")
-    for (topic, partition), log in sorted(manager):
-        print(
-            f"{topic + '-' + str(partition):<18}{log.log_end_offset:>9,}"
-            f"{len(log.segments):>10}{log.size:>10,}"
-        )
+    print_table(
+        ("topic", "records", "segments", "bytes"),
+        [
+            (f"{topic}-{partition}", f"{log.log_end_offset:,}", len(log.segments), f"{log.size:,}")
+            for (topic, partition), log in sorted(manager)
+        ],
+    )
     print(f"\nappended {written / 1e6:.1f} MB of lz4 batches in {elapsed * 1000:.0f} ms")
     mismatches = _verify(manager, samples)
     print(f"read back through file slices: {total_lines:,} lines, {mismatches} mismatches")

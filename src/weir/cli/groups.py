@@ -24,19 +24,22 @@ from weir.cli.clients import (
     admin_client,
     client_config,
 )
+from weir.cli.table import print_table
 
 NO_OFFSET = -1001
+DESCRIBE_COLUMNS = ("TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
+                    "CONSUMER-ID", "HOST", "CLIENT-ID")  # fmt: skip
 
 
 def register(commands: Any) -> None:
     group = commands.add_parser("group", help="list, describe, reset and delete consumer groups")
     sub = group.add_subparsers(dest="group_command", required=True, metavar="ACTION")
-    listing = sub.add_parser("list")
+    listing = sub.add_parser("list", help="list the consumer groups")
     listing.set_defaults(run=run_list)
-    describe = sub.add_parser("describe")
+    describe = sub.add_parser("describe", help="committed offset, lag and owner of each partition")
     describe.add_argument("group")
     describe.set_defaults(run=run_describe)
-    delete = sub.add_parser("delete")
+    delete = sub.add_parser("delete", help="delete an empty group and its committed offsets")
     delete.add_argument("group")
     delete.set_defaults(run=run_delete)
     reset = sub.add_parser("reset-offsets", help="move committed offsets (dry run by default)")
@@ -74,25 +77,17 @@ def run_describe(args: argparse.Namespace) -> int:
     partitions = sorted(set(committed) | set(owners))
     ends = _end_offsets(args, partitions)
     print(f"GROUP {args.group}  STATE {description.state.name}  MEMBERS {len(description.members)}")
-    print(
-        f"{'TOPIC':<24}{'PARTITION':>10}{'CURRENT-OFFSET':>16}{'LOG-END-OFFSET':>16}{'LAG':>8}"
-        f"  {'CONSUMER-ID':<44}{'HOST':<16}CLIENT-ID"
-    )
-    for topic, partition in partitions:
-        current = committed.get((topic, partition))
-        end = ends.get((topic, partition))
-        lag = "-" if current is None or end is None else str(end - current)
-        member = owners.get((topic, partition))
-        print(
-            f"{topic:<24}{partition:>10}{_dash(current):>16}{_dash(end):>16}{lag:>8}  "
-            f"{member.member_id if member else '-':<44}{member.host if member else '-':<16}"
-            f"{member.client_id if member else '-'}"
-        )
+    rows = [_describe_row(tp, committed.get(tp), ends.get(tp), owners.get(tp)) for tp in partitions]
+    print_table(DESCRIBE_COLUMNS, rows)
     return 0
 
 
-def _dash(value: int | None) -> str:
-    return "-" if value is None else str(value)
+def _describe_row(
+    tp: tuple[str, int], current: int | None, end: int | None, member: Any
+) -> tuple[object, ...]:
+    lag = None if current is None or end is None else end - current
+    owner = (member.member_id, member.host, member.client_id) if member else (None, None, None)
+    return (*tp, current, end, lag, *owner)
 
 
 def _committed(admin: AdminClient, group: str) -> dict[tuple[str, int], int]:
@@ -135,9 +130,8 @@ def run_reset(args: argparse.Namespace) -> int:
         plan = {p: _target(args, consumer, topic, p, committed.get((topic, p))) for p in partitions}
     finally:
         consumer.close()
-    print(f"{'TOPIC':<24}{'PARTITION':>10}{'NEW-OFFSET':>12}")
-    for partition, offset in plan.items():
-        print(f"{topic:<24}{partition:>10}{offset:>12}")
+    print_table(("TOPIC", "PARTITION", "NEW-OFFSET"),
+                [(topic, partition, offset) for partition, offset in plan.items()])  # fmt: skip
     if not args.execute:
         print("(dry run: nothing changed; add --execute to apply)")
         return 0

@@ -27,9 +27,7 @@ from weir.storage.txn_index import decode_entries
 def register(commands: Any) -> None:
     parser = commands.add_parser("log", help="inspect log segments on disk")
     sub = parser.add_subparsers(dest="log_command", required=True, metavar="ACTION")
-    dump = sub.add_parser(
-        "dump", help="print a .log segment's batches (and records), or a .txnindex or .snapshot"
-    )
+    dump = sub.add_parser("dump", help="print a .log segment's batches, a .txnindex or a .snapshot")
     dump.add_argument("segment", type=Path)
     dump.add_argument("--records", action="store_true", help="print every record too")
     dump.set_defaults(run=run_dump)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
@@ -29,6 +30,11 @@ from weir.cli import (
 )
 from weir.cli.broker_socket import BrokerConnectionError
 
+#: the exit status when the output meets a closed pipe: what a shell reports for a command that
+#: SIGPIPE ended (128 + 13), as for `cat` or `grep` in `... | head -1`, so `set -o pipefail`
+#: treats weir like them
+CLOSED_PIPE_STATUS = 128 + 13
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="weir", description="Kafka-compatible log streaming")
@@ -53,6 +59,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        try:
+            return _run(argv)
+        finally:
+            sys.stdout.flush()  # output still buffered meets a closed pipe here
+    except BrokenPipeError:
+        return _stdout_closed()
+
+
+def _run(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.WARNING,
@@ -72,6 +88,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         return kafka_errors.fail(exc)
     return result
+
+
+def _stdout_closed() -> int:
+    """The reader of our output has gone (`weir topic describe | head -1`): stop without a
+    traceback. stdout is pointed at /dev/null, since the interpreter flushes it again on its
+    way out."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return CLOSED_PIPE_STATUS
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from weir.cli.demo import load_samples
+from weir.cli.table import print_table
 
 TOPIC = "logs.raw"
 PARTITIONS = 3
@@ -136,9 +137,8 @@ def _print_levels(spark: object, warehouse: Path) -> None:
     for row in rows:
         level = row["level"] or "(no level in the format)"
         by_source.setdefault(row["source"], []).append(f"{level} {row['count']:,}")
-    print(f"{'source':<12}rows by level")
-    for source, levels in sorted(by_source.items()):
-        print(f"{source:<12}{', '.join(levels)}")
+    rows = [(source, ", ".join(levels)) for source, levels in sorted(by_source.items())]
+    print_table(("source", "rows by level"), rows)
 
 
 def _removed_note(keep: bool) -> str:

@@ -10,7 +10,8 @@ abort ends such a transaction as Kafka's admin abortTransaction does: it finds t
 whose transaction starts at the given offset (DescribeProducers), or takes its id and epochs as
 given, and asks the partition's leader to write an ABORT marker (WriteTxnMarkers).
 librdkafka has no admin call for these, so they speak the Kafka protocol directly, one request
-at a time.
+at a time, starting from the first of the bootstrap servers (`--bootstrap-server a:1,b:2`) that
+answers.
 """
 
 from __future__ import annotations
@@ -41,14 +42,16 @@ from kio.schema.write_txn_markers.v1.request import (
 from kio.serial import entity_reader
 from kio.static.primitive import TZAware, i8, i16, i32, i64
 
-from weir.broker.config import parse_host_port
-from weir.cli.broker_socket import BrokerConnection, Decoder
+from weir.cli.broker_socket import BrokerConnection, Decoder, connect_any
 from weir.cli.clients import ADMIN_TIMEOUT, add_bootstrap, add_client_settings, security_settings
+from weir.cli.table import print_table
 from weir.protocol.apis import ApiKey
 from weir.protocol.client_settings import ClientSecurity, ClientSettingsError
 
 CLIENT_ID = "weir-txn"
 TRANSACTION_KEY = i8(1)
+HANGING_COLUMNS = ("Topic", "Partition", "ProducerId", "ProducerEpoch", "StartOffset",
+                   "LastTimestamp", "Duration(min)")  # fmt: skip
 
 
 def register(commands: Any) -> None:
@@ -115,6 +118,13 @@ def connect(host: str, port: int, security: ClientSecurity | None = None,
                             client_id=CLIENT_ID, decoders=_DECODERS)  # fmt: skip
 
 
+def connect_bootstrap(bootstrap: str, security: ClientSecurity) -> BrokerConnection:
+    """`connect` to the first of the bootstrap servers (`HOST:PORT[,HOST:PORT...]`) that
+    answers."""
+    return connect_any(bootstrap, security, timeout=ADMIN_TIMEOUT, client_id=CLIENT_ID,
+                       decoders=_DECODERS)  # fmt: skip
+
+
 def _read_describe_transactions(payload: bytes) -> tuple[int, Any]:
     """DescribeTransactions v0 read with its start time nullable: Kafka sends -1 for an id with
     no transaction open, which kio's reader of the declared (non-null) timestamp refuses."""
@@ -160,8 +170,7 @@ def _security(args: argparse.Namespace) -> ClientSecurity:
 
 
 def _brokers(bootstrap: str, security: ClientSecurity | None = None) -> list[tuple[int, str, int]]:
-    host, port = parse_host_port(bootstrap)
-    with connect(host, port, security=security) as conn:
+    with connect_bootstrap(bootstrap, security or ClientSecurity()) as conn:
         metadata = conn.call(ApiKey.METADATA, 1, MetadataRequest(topics=()))
     return sorted((b.node_id, b.host, b.port) for b in metadata.brokers)
 
@@ -184,17 +193,14 @@ def run_list(args: argparse.Namespace) -> int:
             print(f"weir: unknown state {unknown!r}", file=sys.stderr)
         rows += [(t.transactional_id, node_id, t.producer_id, t.transaction_state)
                  for t in response.transaction_states]  # fmt: skip
-    print(f"{'TransactionalId':<40}{'Coordinator':>12}{'ProducerId':>12}  TransactionState")
-    for transactional_id, node_id, producer_id, state in sorted(rows):
-        print(f"{transactional_id:<40}{node_id:>12}{producer_id:>12}  {state}")
+    print_table(("TransactionalId", "Coordinator", "ProducerId", "TransactionState"), sorted(rows))
     return 1 if failed else 0
 
 
 def run_describe(args: argparse.Namespace) -> int:
     transactional_id = args.transactional_id
-    host, port = parse_host_port(args.bootstrap_server)
     security = _security(args)
-    with connect(host, port, security=security) as conn:
+    with connect_bootstrap(args.bootstrap_server, security) as conn:
         request = FindCoordinatorRequest(key=transactional_id, key_type=TRANSACTION_KEY)
         found = conn.call(ApiKey.FIND_COORDINATOR, 3, request)
     if found.error_code is not ErrorCode.none:
@@ -271,8 +277,7 @@ def _topic_metadata(
 ) -> tuple[dict[int, tuple[str, int]], Any]:
     """(node id -> address of every broker, the topic's metadata); TxnToolError if the topic
     is unknown."""
-    host, port = parse_host_port(bootstrap)
-    with connect(host, port, security=security) as conn:
+    with connect_bootstrap(bootstrap, security) as conn:
         metadata = conn.call(ApiKey.METADATA, 4, MetadataRequestV4(
             topics=(MetadataRequestTopic(name=TopicName(name)),),
             allow_auto_topic_creation=False))  # fmt: skip
@@ -318,12 +323,9 @@ def run_find_hanging(args: argparse.Namespace) -> int:
     found = hanging(candidates, _coordinators_of({c.producer_id for c in candidates}, brokers,
                                                  security),
                     now_ms, max_timeout_ms)  # fmt: skip
-    print(f"{'Topic':<30}{'Partition':>10}{'ProducerId':>12}{'ProducerEpoch':>15}"
-          f"{'StartOffset':>13}{'LastTimestamp':>15}{'Duration(min)':>15}")  # fmt: skip
-    for txn in found:
-        minutes = (now_ms - txn.last_timestamp) / 60_000
-        print(f"{txn.topic:<30}{txn.partition:>10}{txn.producer_id:>12}{txn.producer_epoch:>15}"
-              f"{txn.start_offset:>13}{txn.last_timestamp:>15}{minutes:>15.1f}")  # fmt: skip
+    print_table(HANGING_COLUMNS, [
+        (t.topic, t.partition, t.producer_id, t.producer_epoch, t.start_offset, t.last_timestamp,
+         f"{(now_ms - t.last_timestamp) / 60_000:.1f}") for t in found])  # fmt: skip
     return 0
 
 
