@@ -123,10 +123,8 @@ def register(commands: Any) -> None:
     up.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
                     help="wait this long for ZooKeeper, then the brokers (default 60)")  # fmt: skip
     up.set_defaults(run=run_up)
-    for action, text in (("stop-broker", "stop one broker of the running `weir cluster up` "
-                                         "(controlled shutdown; it stays down)"),
-                         ("restart-broker", "stop (if running) and start one broker of the "
-                                            "running `weir cluster up`, waiting until it serves")):
+    for action, text in (("stop-broker", "stop one broker of `weir cluster up`; it stays down"),
+                         ("restart-broker", "(re)start one broker of `weir cluster up`")):
         control = sub.add_parser(action, help=text)
         control.add_argument("node_id", type=_positive, metavar="N", help="the broker's node id")
         control.add_argument("--data-dir", type=Path, default=Path("weir-cluster"),
