@@ -37,6 +37,7 @@ from weir.broker.cluster_node import ClusterNode
 from weir.broker.config import BrokerConfig
 from weir.broker.connections import SMALL_FRAME_BYTES, ConnectionLimiter, RequestMemoryPool
 from weir.broker.context import BrokerContext, ProducerIdAllocator
+from weir.broker.dynamic_config import BrokerConfigStore, DynamicBrokerConfig
 from weir.broker.group.coordinator import GroupConfig, GroupCoordinator
 from weir.broker.group.store import GroupStore
 from weir.broker.handlers import HANDLERS, api_versions
@@ -110,16 +111,38 @@ class Broker:
         self._request_memory = RequestMemoryPool(config.queued_max_request_bytes)
         self._accept_failures = 0
         self._last_accept_log_ms: int | None = None
-        self.context = self._open_storage()
+        metadata: MetadataStore
+        broker_configs: BrokerConfigStore
+        if self.cluster is not None:
+            metadata, broker_configs = self.cluster.store, self.cluster.broker_configs
+        else:
+            embedded = EmbeddedMetadataStore(config.all_log_dirs[0])
+            metadata, broker_configs = embedded, embedded.broker_configs
+        self.dynamic_config = DynamicBrokerConfig(config, broker_configs)
+        self.config = self.dynamic_config.current
+        self._reconfigure_limits(self.config)
+        self.context = self._open_storage(metadata)
         self.context.authorizer = authorizer
+        self.context.dynamic_config = self.dynamic_config
+        self.dynamic_config.add_reconfigurable(self._reconfigure)
 
-    def _open_storage(self) -> BrokerContext:
+    def _reconfigure(self, config: BrokerConfig) -> None:
+        """Take up a new effective config: the dynamic broker configs changed."""
+        previous, self.config = self.config, config
+        self.context.config = config
+        self.context.topics.config = config
+        self._reconfigure_limits(config)
+        if config.log_defaults != previous.log_defaults:
+            self.context.replicas.log_manager.default_config = config.log_defaults
+            for name in self.context.metadata.topics():
+                self.context.topics.apply_stored_config(name)
+
+    def _reconfigure_limits(self, config: BrokerConfig) -> None:
+        self._limiter.max_connections = config.max_connections
+        self._limiter.max_per_ip = config.max_connections_per_ip
+
+    def _open_storage(self, metadata: MetadataStore) -> BrokerContext:
         config = self.config
-        metadata: MetadataStore = (
-            self.cluster.store
-            if self.cluster is not None
-            else EmbeddedMetadataStore(config.all_log_dirs[0])
-        )
         defaults = config.log_defaults
         topic_configs = {
             name: LogConfig.from_properties(info.configs, defaults)
@@ -261,6 +284,8 @@ class Broker:
         first = self._endpoints[0].listener
         self.config = replace(self.config, listen_port=first.port)
         self.context.config = self.config
+        dynamic = self.dynamic_config
+        dynamic.static = replace(dynamic.static, listen_port=first.port)
         return first.host, first.port
 
     @property
@@ -381,6 +406,9 @@ class Broker:
         """In cluster mode, register in ZooKeeper with every listener's advertised address
         (blocking)."""
         if self.cluster is not None:
+            loop = asyncio.get_running_loop()
+            self.cluster.broker_configs.on_change(self.dynamic_config.follow(loop))
+            self.dynamic_config.reload()  # what changed while this broker was starting
             self.cluster.register(self.endpoints)
             self.cluster.attach(
                 asyncio.get_running_loop(),

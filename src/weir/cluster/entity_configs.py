@@ -1,18 +1,20 @@
-"""Users' configs in ZooKeeper, where a cluster keeps its SCRAM credentials, in Kafka's layout:
+"""Users' and brokers' configs in ZooKeeper, in Kafka's layout:
 
     /config/users/<user>                      {"version": 1, "config": {"SCRAM-SHA-512": "..."}}
+    /config/brokers/<id> | <default>          {"version": 1, "config": {"log.retention.ms": "..."}}
     /config/changes/config_change_NNNNNNNNNN  {"version": 2, "entity_path": "users/<user>"}
 
-Every broker reads all users when it starts, then reloads a user whenever a change notification
-names it, so a user created through one broker (or by `weir user create --zookeeper`, or by
-Kafka's own tools) authenticates on every broker. A write changes the user's znode and adds
-the notification in one ZooKeeper transaction, conditional on the znode's version (another
-writer in between: read again and retry). A user whose credentials are all deleted keeps an
-empty config, as Kafka leaves it.
+A cluster keeps its SCRAM credentials in the users' configs and its dynamic broker configs in
+the brokers' (one per broker id, and `<default>` for the whole cluster). Every broker reads all
+entities of a type when it starts, then reloads an entity whenever a change notification names
+it, so a change made through one broker (or by weir's or Kafka's own tools) is seen by every
+broker. A write changes the entity's znode and adds the notification in one ZooKeeper
+transaction, conditional on the znode's version (another writer in between: read again and
+retry). An entity whose entries are all deleted keeps an empty config, as Kafka leaves it.
 
-The values are kept as text (mechanism name -> Kafka's credential text); what they mean is the
-broker's business. Thread-safety: `users()` may be called from any thread (the snapshot is
-replaced whole, never changed in place); `alter` blocks on ZooKeeper.
+The values are kept as text (name -> value); what they mean is the broker's business.
+Thread-safety: `configs()` may be called from any thread (the snapshot is replaced whole, never
+changed in place); `alter` blocks on ZooKeeper; `on_change` callbacks run on kazoo's thread.
 """
 
 from __future__ import annotations
@@ -30,48 +32,58 @@ from weir.cluster.znodes import ZnodeFormatError
 
 log = logging.getLogger(__name__)
 
-UserConfigs = Mapping[str, Mapping[str, str]]
-#: how a write changes one user's config: the current one -> the new one
+EntityConfigs = Mapping[str, Mapping[str, str]]
+UserConfigs = EntityConfigs
+#: how a write changes one entity's config: the current one -> the new one
 ConfigChange = Callable[[dict[str, str]], dict[str, str]]
 
 
-class ZooKeeperUserConfigs:
-    def __init__(self, client: KazooClient) -> None:
+class ZooKeeperEntityConfigs:
+    """The configs of every entity of one type (`users`, `brokers`) under /config/<type>."""
+
+    def __init__(self, client: KazooClient, entity_type: str) -> None:
         self._client = client
+        self.entity_type = entity_type
         self._lock = threading.Lock()
-        self._users: dict[str, dict[str, str]] = {}
+        self._configs: dict[str, dict[str, str]] = {}
         self._last_change = -1
         self._loaded = False
+        self._listeners: list[Callable[[str], None]] = []
 
     def start(self) -> None:
-        """Load every user and follow the change notifications (the client is connected)."""
-        self._client.ensure_path(znodes.CONFIG_USERS)
+        """Load every entity and follow the change notifications (the client is connected)."""
+        self._client.ensure_path(znodes.entity_configs_path(self.entity_type))
         self._client.ensure_path(znodes.CONFIG_CHANGES)
         ChildrenWatch(self._client, znodes.CONFIG_CHANGES, self._on_changes)
 
-    def users(self) -> UserConfigs:
-        """user -> config, users with an empty config left out."""
-        return self._users
+    def configs(self) -> EntityConfigs:
+        """entity -> config, entities with an empty config left out."""
+        return self._configs
 
-    def alter(self, user: str, change: ConfigChange) -> dict[str, str]:
-        """Apply `change` to `user`'s config in ZooKeeper and notify every broker; the new
+    def on_change(self, listener: Callable[[str], None]) -> None:
+        """Have `listener(entity)` called (on kazoo's thread) after an entity's config was
+        reloaded because a change notification named it."""
+        self._listeners.append(listener)
+
+    def alter(self, entity: str, change: ConfigChange) -> dict[str, str]:
+        """Apply `change` to `entity`'s config in ZooKeeper and notify every broker; the new
         config."""
-        path = znodes.user_config_path(user)
+        path = znodes.entity_config_path(self.entity_type, entity)
         while True:
             try:
                 data, stat = self._client.get(path)
-                current, version = znodes.parse_user_config(user, data), stat.version
+                current, version = znodes.parse_entity_config(path, data), stat.version
             except NoNodeError:
                 current, version = {}, -1
             updated = change(dict(current))
             transaction = self._client.transaction()
             if version < 0:
-                transaction.create(path, znodes.encode_user_config(updated))
+                transaction.create(path, znodes.encode_entity_config(updated))
             else:
-                transaction.set_data(path, znodes.encode_user_config(updated), version=version)
+                transaction.set_data(path, znodes.encode_entity_config(updated), version=version)
             transaction.create(
                 f"{znodes.CONFIG_CHANGES}/{znodes.CONFIG_CHANGE_PREFIX}",
-                znodes.encode_user_config_change(user),
+                znodes.encode_entity_config_change(self.entity_type, entity),
                 sequence=True,
             )
             results = transaction.commit()
@@ -80,7 +92,7 @@ class ZooKeeperUserConfigs:
                 continue  # another writer came first: read again
             if failure is not None:
                 raise failure
-            self._store(user, updated)
+            self._store(entity, updated)
             return updated
 
     def _on_changes(self, children: list[str]) -> None:
@@ -99,42 +111,56 @@ class ZooKeeperUserConfigs:
     def _apply_change(self, child: str) -> None:
         try:
             data, _ = self._client.get(f"{znodes.CONFIG_CHANGES}/{child}")
-            kind, user = znodes.parse_change_entity(data)
+            kind, entity = znodes.parse_change_entity(data)
         except NoNodeError:
             return  # purged already
         except ZnodeFormatError as exc:
             log.warning("ignoring config change %s: %s", child, exc)
             return
-        if kind == "users" and user:
-            self._reload(user)
+        if kind == self.entity_type and entity:
+            self._reload(entity)
+            for listener in self._listeners:
+                listener(entity)
 
     def _reload_all(self) -> None:
         try:
-            names = self._client.get_children(znodes.CONFIG_USERS)
+            names = self._client.get_children(znodes.entity_configs_path(self.entity_type))
         except NoNodeError:
             names = []
         for name in names:
             self._reload(znodes.desanitize(name))
 
-    def _reload(self, user: str) -> None:
+    def _reload(self, entity: str) -> None:
+        path = znodes.entity_config_path(self.entity_type, entity)
         try:
-            data, _ = self._client.get(znodes.user_config_path(user))
-            config = znodes.parse_user_config(user, data)
+            data, _ = self._client.get(path)
+            config = znodes.parse_entity_config(path, data)
         except NoNodeError:
             config = {}
         except ZnodeFormatError as exc:
-            log.warning("ignoring the config of user %s: %s", user, exc)
+            log.warning("ignoring the config of %s: %s", path, exc)
             return
-        self._store(user, config)
+        self._store(entity, config)
 
-    def _store(self, user: str, config: dict[str, str]) -> None:
+    def _store(self, entity: str, config: dict[str, str]) -> None:
         with self._lock:
-            users = dict(self._users)
+            configs = dict(self._configs)
             if config:
-                users[user] = config
+                configs[entity] = config
             else:
-                users.pop(user, None)
-            self._users = users
+                configs.pop(entity, None)
+            self._configs = configs
+
+
+class ZooKeeperUserConfigs(ZooKeeperEntityConfigs):
+    """Users' configs: where a cluster keeps its SCRAM credentials."""
+
+    def __init__(self, client: KazooClient) -> None:
+        super().__init__(client, znodes.USERS)
+
+    def users(self) -> UserConfigs:
+        """user -> config, users with an empty config left out."""
+        return self.configs()
 
 
 def _sequence(child: str) -> int:
