@@ -3,9 +3,11 @@ on several workers), so what they show comes from the reports, not from worker m
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
-#: the junit properties a test records as measured figures (tests/cluster/conftest.py `figure`)
+#: the junit properties a test records as measured figures (`figure`)
 FIGURE_PREFIX = "figure: "
 
 _FIGURES: list[str] = []
@@ -25,3 +27,15 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.section("measured figures")
         for line in _FIGURES:
             terminalreporter.write_line(line)
+
+
+@pytest.fixture
+def figure(request: pytest.FixtureRequest, record_property: Callable[[str, object], None]):
+    """`figure(name, value, unit)`: print a measured figure (visible with -s) and record it as
+    a junit property, which the terminal summary lists."""
+
+    def measured(name: str, value: float, unit: str = "s") -> None:
+        print(f"\nFIGURE {request.node.name}: {name} = {value:.3f} {unit}")
+        record_property(f"{FIGURE_PREFIX}{name}", f"{value:.3f} {unit}")
+
+    return measured

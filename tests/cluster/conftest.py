@@ -19,9 +19,6 @@ from cluster_processes import (
 
 from weir.cli.zookeeper import Installation, ZooKeeperServer
 
-#: junit properties that tests/conftest.py lists as measured figures in the terminal summary
-FIGURE_PREFIX = "figure: "
-
 
 @pytest.fixture
 def weir_command(tmp_path: Path) -> Iterator[Callable[..., WeirCommand]]:
@@ -73,15 +70,3 @@ def zk_view(zookeeper: ZooKeeperServer) -> Iterator[ZooKeeperView]:
     """The test's own kazoo client on the `zookeeper` fixture, reading inside CHROOT."""
     with zookeeper_view(zookeeper.connect, CHROOT) as view:
         yield view
-
-
-@pytest.fixture
-def figure(request: pytest.FixtureRequest, record_property: Callable[[str, object], None]):
-    """`figure(name, value, unit)`: print a measured figure (visible with -s) and record it as
-    a junit property, which tests/conftest.py lists in the terminal summary."""
-
-    def measured(name: str, value: float, unit: str = "s") -> None:
-        print(f"\nFIGURE {request.node.name}: {name} = {value:.3f} {unit}")
-        record_property(f"{FIGURE_PREFIX}{name}", f"{value:.3f} {unit}")
-
-    return measured

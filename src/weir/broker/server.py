@@ -9,7 +9,9 @@ and is logged; other connections carry on.
 On SSL and SASL listeners a connection must finish its TLS handshake and SASL authentication
 within `connections.authentication.timeout.ms`; until it has authenticated it may send only
 ApiVersions, SaslHandshake and SaslAuthenticate, in frames of at most
-`sasl.server.max.receive.size` bytes (see `security/sasl.py`).
+`sasl.server.max.receive.size` bytes (see `security/sasl.py`). Those frames take nothing from
+the request budget authenticated clients wait on: their memory is what they have sent (a frame's
+buffer grows as its bytes arrive), bounded by that size and the authentication timeout.
 
 The accept loop survives running out of descriptors or memory (it logs, backs off and accepts
 again once they free up); connections over `max.connections(.per.ip)` are closed at once, and
@@ -52,7 +54,7 @@ from weir.broker.security.scram import ScramCredential, ScramMechanism
 from weir.broker.security.session import Session, bind
 from weir.broker.topics import TopicManager
 from weir.broker.transport import PlaintextTransport, TlsError, TlsTransport, Transport
-from weir.broker.tuning import apply_allocator_settings
+from weir.broker.tuning import apply_allocator_settings, release_free_heap
 from weir.broker.txn.coordinator import TransactionCoordinator, TxnConfig
 from weir.broker.txn.markers import LocalMarkerWriter
 from weir.broker.txn.store import TransactionStore
@@ -75,6 +77,11 @@ TXN_TICK_S = 0.1
 ISR_CHECK_INTERVAL_S = 1.0
 ACCEPT_BACKOFF_S = (0.05, 1.0)  # first and longest wait after accept runs out of resources
 ACCEPT_LOG_INTERVAL_MS = 10_000
+#: free heap is handed back to the kernel once the request budget has drained after this many
+#: bytes of large requests (glibc trims the top of its heap by itself below that), at most once
+#: per TRIM_INTERVAL_MS
+TRIM_AFTER_BYTES = 64 * 1024 * 1024
+TRIM_INTERVAL_MS = 10_000
 #: accept failures that mean "no descriptors or memory right now", not a broken listener
 _ACCEPT_EXHAUSTED = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
 #: accept failures that concern only the connection being accepted
@@ -111,6 +118,7 @@ class Broker:
         self._request_memory = RequestMemoryPool(config.queued_max_request_bytes)
         self._accept_failures = 0
         self._last_accept_log_ms: int | None = None
+        self._last_trim_ms = -TRIM_INTERVAL_MS
         metadata: MetadataStore
         broker_configs: BrokerConfigStore
         if self.cluster is not None:
@@ -435,11 +443,13 @@ class Broker:
             while True:
                 if not session.authenticated:
                     decoder.max_frame_bytes = self.config.sasl_server_max_receive_size
+                    decoder.limit_name = "sasl.server.max.receive.size"
                 else:
                     decoder.max_frame_bytes = self.config.socket_request_max_bytes
+                    decoder.limit_name = "socket.request.max.bytes"
                 payload = decoder.next_frame()
                 if payload is NEED_DATA:
-                    if not held:
+                    if not held and session.authenticated:
                         held = await self._reserve(decoder)
                     if not await self._receive(transport, decoder, session):
                         return
@@ -476,6 +486,20 @@ class Broker:
         finally:
             self._request_memory.release(held)
             transport.close()
+            self._release_free_heap()
+
+    def _release_free_heap(self) -> None:
+        """Hand free heap back to the kernel once the request budget has drained after large
+        requests (rarely: see TRIM_AFTER_BYTES)."""
+        pool = self._request_memory
+        now = self.clock.monotonic_ms()
+        if pool.used or pool.released_since_trim < TRIM_AFTER_BYTES:
+            return
+        if now - self._last_trim_ms < TRIM_INTERVAL_MS:
+            return
+        pool.released_since_trim = 0
+        self._last_trim_ms = now
+        release_free_heap()
 
     def _authentication_deadline(self) -> float:
         timeout_s = self.config.connections_authentication_timeout_ms / 1000
