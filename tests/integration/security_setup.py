@@ -102,11 +102,12 @@ def secure_broker_config(certs: Certificates, **extra: object) -> dict[str, obje
 
 
 def start_scram_broker(
-    directory: Path, certs: Certificates, iterations: int | None = None
+    directory: Path, certs: Certificates, iterations: int | None = None, **extra: object
 ) -> BrokerProcess:
-    """A broker of `secure_broker_config` with the SCRAM-SHA-512 user SCRAM_USER, made as an
-    operator would make it, over the PLAINTEXT listener (`iterations`: weir's default)."""
-    broker = BrokerProcess(directory, config=secure_broker_config(certs))
+    """A broker of `secure_broker_config` (with `extra` settings) with the SCRAM-SHA-512 user
+    SCRAM_USER, made as an operator would make it, over the PLAINTEXT listener (`iterations`:
+    weir's default)."""
+    broker = BrokerProcess(directory, config=secure_broker_config(certs, **extra))
     broker.start()
     more = [] if iterations is None else ["--iterations", str(iterations)]
     made = subprocess.run(

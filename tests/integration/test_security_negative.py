@@ -11,10 +11,13 @@ import socket
 import ssl
 import struct
 import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 from broker_process import BrokerProcess
+from confluent_kafka import Producer
 from kio.schema.alter_user_scram_credentials.v0 import request as alter_scram
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.describe_user_scram_credentials.v0 import request as describe_scram
@@ -25,7 +28,13 @@ from kio.schema.sasl_handshake.v0.request import SaslHandshakeRequest as SaslHan
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 from kio.serial import entity_reader
 from raw_requests import encode_request, recv_exact
-from security_setup import PLAIN_USERS, Certificates, secure_fixtures
+from security_setup import (
+    PLAIN_USERS,
+    Certificates,
+    sasl_ssl_settings,
+    secure_fixtures,
+    start_scram_broker,
+)
 
 from weir.protocol.apis import ApiKey
 from weir.protocol.codec import codec_for
@@ -327,3 +336,47 @@ def test_scram_credential_apis_refuse_as_kafka_does(broker: BrokerProcess, scram
     assert {r.user for r in everyone.results} >= {scram_user, "fine"}
     assert not {"few", "twice", "odd", "ghost"} & {r.user for r in everyone.results}
     raw.close()
+
+
+def test_an_oversized_frame_before_authentication_names_the_limit_in_force(
+    broker: BrokerProcess, certs: Certificates
+) -> None:
+    raw = Raw(broker, "SASL_SSL", certs)
+    raw.sock.sendall(struct.pack(">i", 600 * 1024))
+    assert raw.closed_after() < AUTH_TIMEOUT_S  # refused from the size, not at the timeout
+    raw.close()
+    assert "exceeds sasl.server.max.receive.size=524288" in broker.logs()
+
+
+def test_unauthenticated_large_frames_do_not_hold_up_an_authenticated_produce(
+    certs: Certificates, tmp_path: Path, figure: Callable[..., None]
+) -> None:
+    """Forty TLS connections announce 500 KiB frames (under sasl.server.max.receive.size) and
+    send nothing more: twice the request budget. An authenticated client's 900 KiB produce
+    must not wait for them to time out."""
+    settings = {"queued.max.request.bytes": 10 * 1024 * 1024,
+                "connections.authentication.timeout.ms": 20_000}  # fmt: skip
+    secure = start_scram_broker(tmp_path / "broker", certs, **settings)
+    attackers: list[Raw] = []
+    try:
+        for _ in range(40):
+            attacker = Raw(secure, "SASL_SSL", certs)
+            attacker.sock.sendall(struct.pack(">i", 500 * 1024))
+            attackers.append(attacker)
+        producer = Producer({**sasl_ssl_settings(certs), "linger.ms": 0,
+                             "bootstrap.servers": f"127.0.0.1:{secure.listeners['SASL_SSL']}"})
+        producer.produce("large", b"warm-up")  # authenticates and creates the topic
+        assert producer.flush(TIMEOUT) == 0
+        reports: list[Any] = []
+        started = time.monotonic()
+        producer.produce("large", b"x" * 900 * 1024, on_delivery=lambda e, _m: reports.append(e))
+        assert producer.flush(30) == 0
+        elapsed = time.monotonic() - started
+        figure("authenticated 900 KiB produce beside 40 unauthenticated 500 KiB frames", elapsed)
+        assert reports == [None]
+        assert elapsed < 5, f"the produce waited {elapsed:.1f} s for unauthenticated frames"
+        assert all(a.sock.fileno() >= 0 for a in attackers)  # they were still connected
+    finally:
+        for attacker in attackers:
+            attacker.close()
+        secure.stop()

@@ -9,7 +9,8 @@ arrived.
 
 Brokers register every advertised listener; they reach each other on the inter-broker listener
 (`InterBrokerSecurity`: its TLS and SASL), and clients are answered with the addresses of the
-listener they connected to. SCRAM credentials live in ZooKeeper (`user_configs`).
+listener they connected to. SCRAM credentials (`user_configs`) and dynamic broker configs
+(`broker_configs`) live in ZooKeeper.
 
 Controller requests carry the controller's epoch; a broker remembers the newest epoch it has seen
 and refuses older ones (STALE_CONTROLLER_EPOCH), and requests meant for an earlier registration
@@ -40,7 +41,9 @@ from weir.broker.peer import PeerConnection
 from weir.broker.replica_manager import Partition, ReplicaManager
 from weir.broker.security.inter_broker import InterBrokerSecurity
 from weir.broker.security.listeners import Listener
+from weir.cluster import znodes
 from weir.cluster.controller import Controller, LeaderBalance
+from weir.cluster.entity_configs import ZooKeeperEntityConfigs, ZooKeeperUserConfigs
 from weir.cluster.placement import BrokerSpec, assign
 from weir.cluster.requests import (
     ALTER_PARTITION_VERSION,
@@ -48,7 +51,6 @@ from weir.cluster.requests import (
     alter_partition_request,
     controlled_shutdown_request,
 )
-from weir.cluster.user_configs import ZooKeeperUserConfigs
 from weir.cluster.znodes import NO_LEADER, BrokerEndpoint, BrokerRegistration
 from weir.cluster.zookeeper import ZooKeeperMetadataStore
 from weir.protocol.apis import ApiKey, InterBrokerApiKey
@@ -180,6 +182,7 @@ class ClusterNode:
         )
         self.cache = MetadataCache(config.inter_broker_listener.name)
         self.user_configs = ZooKeeperUserConfigs(self.store.client)
+        self.broker_configs = ZooKeeperEntityConfigs(self.store.client, znodes.BROKERS)
         self.fetchers: ReplicaFetchers | None = None
         self._replicas: ReplicaManager | None = None
         self._to_controller: PeerConnection | None = None
@@ -193,6 +196,7 @@ class ClusterNode:
         """Connect to ZooKeeper (blocking, retried until `zookeeper.connection.timeout.ms`)."""
         self.store.start(self.config.zookeeper_connection_timeout_ms / 1000)
         self.user_configs.start()
+        self.broker_configs.start()
 
     def register(self, listeners: list[Listener]) -> None:
         """Join the cluster: register this broker with the advertised address of each of its

@@ -23,7 +23,7 @@ from weir.broker.security.listeners import (
     parse_listeners,
 )
 from weir.storage import LogConfig
-from weir.storage.config import BROKER_SYNONYMS, TOPIC_CONFIGS
+from weir.storage.config import BROKER_SYNONYMS, NO_LIMIT, TOPIC_CONFIGS
 
 #: broker settings in other units that also set a topic default: name -> (topic config, factor).
 #: Kafka reads them when the `.ms` form is absent, as here: the `.ms` form wins.
@@ -172,6 +172,18 @@ class BrokerConfig:
     super_users: str = ""
     #: whether a resource no ACL names is open to everyone (Kafka's default: no)
     allow_everyone_if_no_acl_found: bool = False
+    #: replication throttles in bytes per second (Kafka's dynamic broker quotas): the leader's
+    #: and the followers' for the topics' throttled replicas, and moves between log directories
+    leader_replication_throttled_rate: int = NO_LIMIT
+    follower_replication_throttled_rate: int = NO_LIMIT
+    replica_alter_log_dirs_io_max_bytes_per_second: int = NO_LIMIT
+    #: the sizes of Kafka's thread pools: accepted, validated and reported as Kafka does; weir's
+    #: event loop and executors are not sized by them
+    num_io_threads: int = 8
+    num_network_threads: int = 3
+    num_replica_fetchers: int = 1
+    num_recovery_threads_per_data_dir: int = 2
+    background_threads: int = 10
     #: listener name -> {setting: value}, from `listener.name.<listener>.<setting>`
     listener_overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
     log_defaults: LogConfig = field(default_factory=LogConfig)

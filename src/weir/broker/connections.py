@@ -2,10 +2,12 @@
 `max.connections.per.ip`) and how many bytes of requests they may hold between them while
 receiving and handling (`queued.max.request.bytes`).
 
-The request budget counts frames larger than one receive (`SMALL_FRAME_BYTES`) from the moment
-their size prefix arrives until their request has been handled; a connection waiting for budget
-is not read, so its client is held back by TCP. Smaller frames are never held back (they are in
-memory once read, whatever we decide), so small clients keep working while large producers wait.
+The request budget counts authenticated connections' frames larger than one receive
+(`SMALL_FRAME_BYTES`) from the moment their size prefix arrives until their request has been
+handled (a connection still authenticating never holds any, so it cannot stall the others); a
+connection waiting for budget is not read, so its client is held back by TCP. Smaller frames are
+never held back (they are in memory once read, whatever we decide), so small clients keep
+working while large producers wait.
 Waiters are served in arrival order, so a large frame is not starved by smaller ones.
 
 Thread-safety: event-loop only.
@@ -75,6 +77,8 @@ class RequestMemoryPool:
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
         self.used = 0
+        #: bytes released since the broker last handed free memory back to the kernel
+        self.released_since_trim = 0
         self._waiters: collections.deque[tuple[int, asyncio.Future[None]]] = collections.deque()
 
     async def acquire(self, size: int) -> None:
@@ -100,6 +104,7 @@ class RequestMemoryPool:
 
     def release(self, size: int) -> None:
         self.used -= size
+        self.released_since_trim += size
         self._grant()
 
     def _grant(self) -> None:

@@ -13,6 +13,7 @@ from weir.broker.authz.acl import AclOperation, ResourceType
 from weir.broker.authz.authorizer import Authorizer
 from weir.broker.cluster_node import ClusterNode, LiveBroker
 from weir.broker.config import BrokerConfig
+from weir.broker.dynamic_config import DynamicBrokerConfig
 from weir.broker.group.coordinator import GroupCoordinator
 from weir.broker.replica_manager import ReplicaManager
 from weir.broker.request_log import RequestLog
@@ -62,6 +63,8 @@ class BrokerContext:
     verification: TransactionVerifier | None = None
     #: the ACL authorizer (`authorizer.class.name`); None: every client may do everything
     authorizer: Authorizer | None = None
+    #: the dynamic broker configs layered over `config` (which is their effective result)
+    dynamic_config: DynamicBrokerConfig | None = None
 
     def authorized(self, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
         """Whether the client of the request being served may do `operation` on the

@@ -9,7 +9,9 @@ and is logged; other connections carry on.
 On SSL and SASL listeners a connection must finish its TLS handshake and SASL authentication
 within `connections.authentication.timeout.ms`; until it has authenticated it may send only
 ApiVersions, SaslHandshake and SaslAuthenticate, in frames of at most
-`sasl.server.max.receive.size` bytes (see `security/sasl.py`).
+`sasl.server.max.receive.size` bytes (see `security/sasl.py`). Those frames take nothing from
+the request budget authenticated clients wait on: their memory is what they have sent (a frame's
+buffer grows as its bytes arrive), bounded by that size and the authentication timeout.
 
 The accept loop survives running out of descriptors or memory (it logs, backs off and accepts
 again once they free up); connections over `max.connections(.per.ip)` are closed at once, and
@@ -37,6 +39,7 @@ from weir.broker.cluster_node import ClusterNode
 from weir.broker.config import BrokerConfig
 from weir.broker.connections import SMALL_FRAME_BYTES, ConnectionLimiter, RequestMemoryPool
 from weir.broker.context import BrokerContext, ProducerIdAllocator
+from weir.broker.dynamic_config import BrokerConfigStore, DynamicBrokerConfig
 from weir.broker.group.coordinator import GroupConfig, GroupCoordinator
 from weir.broker.group.store import GroupStore
 from weir.broker.handlers import HANDLERS, api_versions
@@ -52,7 +55,7 @@ from weir.broker.security.session import Session, bind
 from weir.broker.shutdown import CONTROLLED_SHUTDOWN_BUDGET_S, ShutdownDeadline
 from weir.broker.topics import TopicManager
 from weir.broker.transport import PlaintextTransport, TlsError, TlsTransport, Transport
-from weir.broker.tuning import apply_allocator_settings
+from weir.broker.tuning import apply_allocator_settings, release_free_heap
 from weir.broker.txn.coordinator import TransactionCoordinator, TxnConfig
 from weir.broker.txn.markers import LocalMarkerWriter
 from weir.broker.txn.store import TransactionStore
@@ -75,6 +78,11 @@ TXN_TICK_S = 0.1
 ISR_CHECK_INTERVAL_S = 1.0
 ACCEPT_BACKOFF_S = (0.05, 1.0)  # first and longest wait after accept runs out of resources
 ACCEPT_LOG_INTERVAL_MS = 10_000
+#: free heap is handed back to the kernel once the request budget has drained after this many
+#: bytes of large requests (glibc trims the top of its heap by itself below that), at most once
+#: per TRIM_INTERVAL_MS
+TRIM_AFTER_BYTES = 64 * 1024 * 1024
+TRIM_INTERVAL_MS = 10_000
 #: accept failures that mean "no descriptors or memory right now", not a broken listener
 _ACCEPT_EXHAUSTED = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
 #: accept failures that concern only the connection being accepted
@@ -111,16 +119,39 @@ class Broker:
         self._request_memory = RequestMemoryPool(config.queued_max_request_bytes)
         self._accept_failures = 0
         self._last_accept_log_ms: int | None = None
-        self.context = self._open_storage()
+        self._last_trim_ms = -TRIM_INTERVAL_MS
+        metadata: MetadataStore
+        broker_configs: BrokerConfigStore
+        if self.cluster is not None:
+            metadata, broker_configs = self.cluster.store, self.cluster.broker_configs
+        else:
+            embedded = EmbeddedMetadataStore(config.all_log_dirs[0])
+            metadata, broker_configs = embedded, embedded.broker_configs
+        self.dynamic_config = DynamicBrokerConfig(config, broker_configs)
+        self.config = self.dynamic_config.current
+        self._reconfigure_limits(self.config)
+        self.context = self._open_storage(metadata)
         self.context.authorizer = authorizer
+        self.context.dynamic_config = self.dynamic_config
+        self.dynamic_config.add_reconfigurable(self._reconfigure)
 
-    def _open_storage(self) -> BrokerContext:
+    def _reconfigure(self, config: BrokerConfig) -> None:
+        """Take up a new effective config: the dynamic broker configs changed."""
+        previous, self.config = self.config, config
+        self.context.config = config
+        self.context.topics.config = config
+        self._reconfigure_limits(config)
+        if config.log_defaults != previous.log_defaults:
+            self.context.replicas.log_manager.default_config = config.log_defaults
+            for name in self.context.metadata.topics():
+                self.context.topics.apply_stored_config(name)
+
+    def _reconfigure_limits(self, config: BrokerConfig) -> None:
+        self._limiter.max_connections = config.max_connections
+        self._limiter.max_per_ip = config.max_connections_per_ip
+
+    def _open_storage(self, metadata: MetadataStore) -> BrokerContext:
         config = self.config
-        metadata: MetadataStore = (
-            self.cluster.store
-            if self.cluster is not None
-            else EmbeddedMetadataStore(config.all_log_dirs[0])
-        )
         defaults = config.log_defaults
         topic_configs = {
             name: LogConfig.from_properties(info.configs, defaults)
@@ -262,6 +293,8 @@ class Broker:
         first = self._endpoints[0].listener
         self.config = replace(self.config, listen_port=first.port)
         self.context.config = self.config
+        dynamic = self.dynamic_config
+        dynamic.static = replace(dynamic.static, listen_port=first.port)
         return first.host, first.port
 
     @property
@@ -382,6 +415,9 @@ class Broker:
         """In cluster mode, register in ZooKeeper with every listener's advertised address
         (blocking)."""
         if self.cluster is not None:
+            loop = asyncio.get_running_loop()
+            self.cluster.broker_configs.on_change(self.dynamic_config.follow(loop))
+            self.dynamic_config.reload()  # what changed while this broker was starting
             self.cluster.register(self.endpoints)
             self.cluster.attach(
                 asyncio.get_running_loop(),
@@ -408,11 +444,13 @@ class Broker:
             while True:
                 if not session.authenticated:
                     decoder.max_frame_bytes = self.config.sasl_server_max_receive_size
+                    decoder.limit_name = "sasl.server.max.receive.size"
                 else:
                     decoder.max_frame_bytes = self.config.socket_request_max_bytes
+                    decoder.limit_name = "socket.request.max.bytes"
                 payload = decoder.next_frame()
                 if payload is NEED_DATA:
-                    if not held:
+                    if not held and session.authenticated:
                         held = await self._reserve(decoder)
                     if not await self._receive(transport, decoder, session):
                         return
@@ -449,6 +487,20 @@ class Broker:
         finally:
             self._request_memory.release(held)
             transport.close()
+            self._release_free_heap()
+
+    def _release_free_heap(self) -> None:
+        """Hand free heap back to the kernel once the request budget has drained after large
+        requests (rarely: see TRIM_AFTER_BYTES)."""
+        pool = self._request_memory
+        now = self.clock.monotonic_ms()
+        if pool.used or pool.released_since_trim < TRIM_AFTER_BYTES:
+            return
+        if now - self._last_trim_ms < TRIM_INTERVAL_MS:
+            return
+        pool.released_since_trim = 0
+        self._last_trim_ms = now
+        release_free_heap()
 
     def _authentication_deadline(self) -> float:
         timeout_s = self.config.connections_authentication_timeout_ms / 1000

@@ -39,8 +39,8 @@ from weir.broker.security.credentials import (
 from weir.broker.security.scram import MAX_ITERATIONS, MECHANISMS, MIN_ITERATIONS
 from weir.cli import kafka_errors
 from weir.cli.clients import ADMIN_TIMEOUT, add_bootstrap, add_client_settings, admin_client
+from weir.cluster.entity_configs import ZooKeeperUserConfigs
 from weir.cluster.metadata import MetadataError
-from weir.cluster.user_configs import ZooKeeperUserConfigs
 from weir.cluster.zookeeper import ZooKeeperMetadataStore
 
 ZOOKEEPER_TIMEOUT_S = 15.0

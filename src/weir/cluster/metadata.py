@@ -1,6 +1,7 @@
-"""Cluster metadata: topics (id, partition count, config overrides, replicas), the cluster id, and
-producer id allocation. One interface, `MetadataStore`, with two engines: this module holds the
-embedded single-node engine; `weir.cluster.zookeeper` the cluster's (Apache ZooKeeper).
+"""Cluster metadata: topics (id, partition count, config overrides, replicas), the cluster id,
+producer id allocation and (on a single node) the dynamic broker configs. One interface,
+`MetadataStore`, with two engines: this module holds the embedded single-node engine;
+`weir.cluster.zookeeper` the cluster's (Apache ZooKeeper).
 
 `EmbeddedMetadataStore` keeps everything in one JSON document, `<data dir>/weir-metadata.json`,
 rewritten atomically on every change (changes are rare: topic admin, producer id blocks). A change
@@ -16,7 +17,7 @@ import json
 import re
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -124,6 +125,12 @@ class EmbeddedMetadataStore:
         self._cluster_id: str = document["cluster_id"]
         self._topics = {n: TopicInfo.from_json(n, t) for n, t in document["topics"].items()}
         self._next_producer_id: int = int(document["next_producer_id"])
+        self._broker_configs: dict[str, dict[str, str]] = {
+            str(entity): {str(k): str(v) for k, v in config.items()}
+            for entity, config in document.get("broker_configs", {}).items()
+        }
+        #: the dynamic broker configs, as a cluster keeps them in ZooKeeper
+        self.broker_configs = EmbeddedBrokerConfigs(self)
         if not exists:
             self._save(self._topics, self._next_producer_id)
 
@@ -187,6 +194,21 @@ class EmbeddedMetadataStore:
             self._commit(self._topics, first + PRODUCER_ID_BLOCK)
             return range(first, first + PRODUCER_ID_BLOCK)
 
+    def dynamic_broker_configs(self) -> Mapping[str, Mapping[str, str]]:
+        """entity -> its dynamic broker config (replaced whole on a change, never in place)."""
+        return self._broker_configs
+
+    def alter_broker_config(
+        self, entity: str, change: Callable[[dict[str, str]], dict[str, str]]
+    ) -> dict[str, str]:
+        """Apply `change` to one entity's dynamic broker config (a node id, or `<default>`)."""
+        with self._lock:
+            updated = change(dict(self._broker_configs.get(entity, {})))
+            configs = {**self._broker_configs, entity: updated}
+            self._save(self._topics, self._next_producer_id, configs)
+            self._broker_configs = {e: c for e, c in configs.items() if c}
+            return updated
+
     def _update(self, name: str, change: Any) -> TopicInfo:
         with self._lock:
             info = self._topics.get(name)
@@ -203,13 +225,38 @@ class EmbeddedMetadataStore:
         self._topics = topics
         self._next_producer_id = producer_id
 
-    def _save(self, topics: dict[str, TopicInfo], next_producer_id: int) -> None:
+    def _save(
+        self,
+        topics: dict[str, TopicInfo],
+        next_producer_id: int,
+        broker_configs: Mapping[str, Mapping[str, str]] | None = None,
+    ) -> None:
+        configs = self._broker_configs if broker_configs is None else broker_configs
         document = {
             "cluster_id": self._cluster_id,
             "next_producer_id": next_producer_id,
             "topics": {n: t.to_json() for n, t in sorted(topics.items())},
+            "broker_configs": {e: dict(c) for e, c in sorted(configs.items()) if c},
         }
         write_atomically(self.path, [json.dumps(document, indent=1)], diskio.METADATA)
+
+
+class EmbeddedBrokerConfigs:
+    """A single node's dynamic broker configs (its own and `<default>`), kept in the embedded
+    store's document; the same interface as a cluster's (weir.cluster.entity_configs)."""
+
+    def __init__(self, store: EmbeddedMetadataStore) -> None:
+        self._store = store
+
+    def configs(self) -> Mapping[str, Mapping[str, str]]:
+        """entity -> config, entities with an empty config left out."""
+        return self._store.dynamic_broker_configs()
+
+    def alter(
+        self, entity: str, change: Callable[[dict[str, str]], dict[str, str]]
+    ) -> dict[str, str]:
+        """Apply `change` to `entity`'s config and write the store (blocks on the disk)."""
+        return self._store.alter_broker_config(entity, change)
 
 
 def new_cluster_id() -> str:

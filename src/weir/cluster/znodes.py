@@ -11,7 +11,10 @@
 /config/topics/T                             {"version": 1, "config": {NAME: VALUE}}
 /config/users/U                              {"version": 1, "config": {"SCRAM-SHA-512": "salt=...,
                                               stored_key=...,server_key=...,iterations=N"}}
-/config/changes/config_change_NNNNNNNNNN     {"version": 2, "entity_path": "topics/T" | "users/U"}
+/config/brokers/N | <default>                {"version": 1, "config": {NAME: VALUE}} (dynamic broker
+                                              configs: one broker's, or the cluster's default)
+/config/changes/config_change_NNNNNNNNNN     {"version": 2, "entity_path": "topics/T" | "users/U"
+                                              | "brokers/N" | "brokers/<default>"}
 /admin/delete_topics/T                       (a deletion request for the controller)
 /admin/preferred_replica_election            {"version": 1, "partitions": [{"topic", "partition"}]}
 /latest_producer_id_block                    {"version": 1, "broker", "block_start", "block_end"}
@@ -40,6 +43,11 @@ BROKER_IDS = "/brokers/ids"
 BROKER_TOPICS = "/brokers/topics"
 CONFIG_TOPICS = "/config/topics"
 CONFIG_USERS = "/config/users"
+CONFIG_BROKERS = "/config/brokers"
+#: the entity types of /config/<type>/<entity>
+USERS, BROKERS = "users", "brokers"
+#: the entity that holds a type's default (the cluster-wide dynamic broker config)
+DEFAULT_ENTITY = "<default>"
 CONFIG_CHANGES = "/config/changes"
 CONFIG_CHANGE_PREFIX = "config_change_"
 DELETE_TOPICS = "/admin/delete_topics"
@@ -85,7 +93,21 @@ def topic_config_path(topic: str) -> str:
 
 def user_config_path(user: str) -> str:
     """A user's config znode; the name is URL-encoded as Kafka's Sanitizer writes it."""
-    return f"{CONFIG_USERS}/{sanitize(user)}"
+    return entity_config_path(USERS, user)
+
+
+def entity_configs_path(entity_type: str) -> str:
+    return f"/config/{entity_type}"
+
+
+def entity_config_path(entity_type: str, entity: str) -> str:
+    """An entity's config znode: its name URL-encoded as Kafka's Sanitizer writes it, except
+    the type's `<default>`."""
+    return f"/config/{entity_type}/{_entity_name(entity)}"
+
+
+def _entity_name(entity: str) -> str:
+    return entity if entity == DEFAULT_ENTITY else sanitize(entity)
 
 
 def sanitize(name: str) -> str:
@@ -362,7 +384,11 @@ def encode_config_change(topic: str) -> bytes:
 
 
 def encode_user_config_change(user: str) -> bytes:
-    return _dump({"version": 2, "entity_path": f"users/{sanitize(user)}"})
+    return encode_entity_config_change(USERS, user)
+
+
+def encode_entity_config_change(entity_type: str, entity: str) -> bytes:
+    return _dump({"version": 2, "entity_path": f"{entity_type}/{_entity_name(entity)}"})
 
 
 def parse_config_change(data: bytes | None) -> str | None:
@@ -381,12 +407,21 @@ def parse_change_entity(data: bytes | None) -> tuple[str, str]:
 
 
 def encode_user_config(configs: Mapping[str, str]) -> bytes:
-    return _dump({"version": 1, "config": dict(configs)})
+    return encode_entity_config(configs)
 
 
 def parse_user_config(user: str, data: bytes | None) -> dict[str, str]:
     """`{"version": 1, "config": {"SCRAM-SHA-512": "salt=...,..."}}` -> the config."""
-    return parse_topic_config(user, data, user_config_path(user))
+    return parse_entity_config(user_config_path(user), data)
+
+
+def encode_entity_config(configs: Mapping[str, str]) -> bytes:
+    return _dump({"version": 1, "config": dict(configs)})
+
+
+def parse_entity_config(path: str, data: bytes | None) -> dict[str, str]:
+    """A user's or broker's config znode (at `path`) -> its config."""
+    return parse_topic_config("", data, path)
 
 
 def encode_cluster_id(cluster_id: str) -> bytes:

@@ -1,13 +1,16 @@
 """Size-prefixed Kafka frames, sans-IO: bytes in, whole frames out.
 
 Every Kafka request and response is `size:int32 | payload`. `FrameDecoder` buffers what the
-transport hands it and yields complete payloads; it enforces `socket.request.max.bytes` from the
-size prefix alone, before buffering the payload, so an oversized frame costs nothing.
+transport hands it and yields complete payloads; it enforces its limit (`socket.request.max.bytes`,
+or `sasl.server.max.receive.size` before authentication) from the size prefix alone, before
+buffering the payload, so an oversized frame costs nothing.
 Nothing here touches sockets: the caller moves the bytes.
 
-A frame larger than `in_place_bytes` is received in place: once its size is known, the decoder
-allocates it whole and `receive_buffer()` hands out the part still to fill, so the transport
-writes straight into it (no buffer that grows by copying, and no copy out of one).
+A frame larger than `in_place_bytes` is received in place: `receive_buffer()` hands out room at
+the end of the frame's own buffer, so the transport writes straight into it (no copy out of a
+receive buffer). That buffer grows with what has arrived, doubling (by at least
+`in_place_bytes`) up to the frame's size, never beyond: a peer that announces a large frame and
+sends little of it costs what it sent, not what it announced.
 """
 
 from __future__ import annotations
@@ -32,13 +35,21 @@ Frame = bytes | memoryview
 
 
 class FrameDecoder:
-    def __init__(self, max_frame_bytes: int, in_place_bytes: int = 64 * 1024) -> None:
+    def __init__(
+        self,
+        max_frame_bytes: int,
+        in_place_bytes: int = 64 * 1024,
+        limit_name: str = "socket.request.max.bytes",
+    ) -> None:
         self.max_frame_bytes = max_frame_bytes
+        #: the setting max_frame_bytes comes from, named when a frame exceeds it
+        self.limit_name = limit_name
         self.in_place_bytes = in_place_bytes
         self._buffer = bytearray()
         self._position = 0
         self._large: bytearray | None = None  # a large frame being received in place
         self._large_filled = 0
+        self._large_size = 0
 
     def receive_data(self, data: bytes | bytearray | memoryview) -> None:
         self._buffer += data
@@ -48,18 +59,22 @@ class FrameDecoder:
         return len(self._buffer) - self._position
 
     def receive_buffer(self) -> memoryview | None:
-        """Where the transport should put the next bytes of a large frame (the part of it still
-        to fill), or None to hand them to `receive_data` instead."""
+        """Where the transport should put the next bytes of a large frame (room at the end of
+        what it has received), or None to hand them to `receive_data` instead. Release the view
+        before asking for the next one: the buffer may grow."""
         if self._large is None:
             size = self.next_frame_size
             if size is None or not self.in_place_bytes < size <= self.max_frame_bytes:
                 return None
             start = self._position + SIZE_PREFIX
-            self._large = bytearray(size)
-            self._large_filled = len(self._buffer) - start  # less than size, or it would be whole
-            self._large[: self._large_filled] = memoryview(self._buffer)[start:]
+            self._large = bytearray(memoryview(self._buffer)[start:])  # less than size
+            self._large_filled = len(self._large)
+            self._large_size = size
             self._buffer.clear()
             self._position = 0
+        if self._large_filled == len(self._large):
+            room = max(len(self._large), self.in_place_bytes)
+            self._large += bytes(min(room, self._large_size - len(self._large)))
         return memoryview(self._large)[self._large_filled :]
 
     def received(self, count: int) -> None:
@@ -70,7 +85,7 @@ class FrameDecoder:
     def next_frame_size(self) -> int | None:
         """The size of the frame being received, once its size prefix is in (else None)."""
         if self._large is not None:
-            return len(self._large)
+            return self._large_size
         if self.buffered < SIZE_PREFIX:
             return None
         size: int = _SIZE.unpack_from(self._buffer, self._position)[0]
@@ -80,7 +95,7 @@ class FrameDecoder:
         """The next whole payload (read-only), or NEED_DATA. Raises on a negative or oversized
         size."""
         if self._large is not None:
-            if self._large_filled < len(self._large):
+            if self._large_filled < self._large_size:
                 return NEED_DATA
             frame, self._large = self._large, None
             return memoryview(frame).toreadonly()
@@ -92,7 +107,7 @@ class FrameDecoder:
             raise InvalidFrameError(f"negative frame size {size}")
         if size > self.max_frame_bytes:
             raise FrameTooLargeError(
-                f"frame of {size} bytes exceeds socket.request.max.bytes={self.max_frame_bytes}"
+                f"frame of {size} bytes exceeds {self.limit_name}={self.max_frame_bytes}"
             )
         start = self._position + SIZE_PREFIX
         if len(self._buffer) - start < size:

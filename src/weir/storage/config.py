@@ -66,14 +66,7 @@ class TopicConfigDef:
 
     def parse(self, raw: str) -> Any:
         """The typed value of `raw`; ValueError in Kafka's words if it is not valid."""
-        try:
-            value = _PARSE[self.type](raw.strip())
-        except ValueError as exc:
-            raise ValueError(_invalid(self.name, raw, str(exc))) from None
-        problem = self.validator(value) if self.validator is not None else None
-        if problem is not None:
-            raise ValueError(_invalid(self.name, raw, problem))
-        return value
+        return parse_config_value(self.name, self.type, raw, self.validator)
 
     def text(self, value: Any) -> str:
         """A value as Kafka prints it in DescribeConfigs."""
@@ -82,6 +75,21 @@ class TopicConfigDef:
         if isinstance(value, tuple):
             return ",".join(value)
         return str(value)
+
+
+def parse_config_value(
+    name: str, kind: ConfigType, raw: str, validator: Validator | None = None
+) -> Any:
+    """The typed value of the setting `name` given as `raw` (any config, topic or broker);
+    ValueError in Kafka's words if it is not valid."""
+    try:
+        value = _PARSE[kind](raw.strip())
+    except ValueError as exc:
+        raise ValueError(_invalid(name, raw, str(exc))) from None
+    problem = validator(value) if validator is not None else None
+    if problem is not None:
+        raise ValueError(_invalid(name, raw, problem))
+    return value
 
 
 def _invalid(name: str, raw: str, why: str) -> str:
@@ -171,14 +179,32 @@ def gzip_level(value: int) -> str | None:
     return None if value == -1 or 1 <= value <= 9 else "Value must be -1 or between 1 and 9"
 
 
+#: Kafka's releases, 0.8.0 to 3.9, and how many inter-broker protocol versions (IV0, IV1, ...)
+#: each had, as Kafka's MetadataVersion lists them (the 0.8 and 0.9 releases had none)
+KAFKA_RELEASES = {
+    "0.8.0": 0, "0.8.1": 0, "0.8.2": 0, "0.9.0": 0, "0.10.0": 2, "0.10.1": 3, "0.10.2": 1,
+    "0.11.0": 3, "1.0": 1, "1.1": 1, "2.0": 2, "2.1": 3, "2.2": 2, "2.3": 2, "2.4": 2, "2.5": 1,
+    "2.6": 1, "2.7": 3, "2.8": 2, "3.0": 2, "3.1": 1, "3.2": 1, "3.3": 4, "3.4": 1, "3.5": 3,
+    "3.6": 3, "3.7": 5, "3.8": 1, "3.9": 1,
+}  # fmt: skip
+
+
 def metadata_version(value: str) -> str | None:
-    """A Kafka release version as message.format.version takes it: 2.8, 3.0-IV1, 0.10.2."""
-    parts = value.split("-IV")
-    numbers = parts[0].split(".")
-    well_formed = 2 <= len(numbers) <= 3 and all(n.isdigit() for n in numbers)
-    if well_formed and (len(parts) == 1 or (len(parts) == 2 and parts[1].isdigit())):
+    """A Kafka version as message.format.version takes it (Kafka's
+    `MetadataVersion.fromVersionString`): a release (`2.8`, `0.10.2`), one of its protocol
+    versions (`3.0-IV1`, `0.10.0-IV1`), or a longer version whose extra parts are ignored
+    (`0.10.0.0`, `2.8.1`)."""
+    segments = value.split(".")
+    kept = 3 if value.startswith("0.") else 2
+    key = value if kept >= len(segments) else ".".join(segments[:kept])
+    release, _, sub_version = key.partition("-IV")
+    if release in KAFKA_RELEASES and (
+        key == release
+        or (sub_version.isdigit() and int(sub_version) < KAFKA_RELEASES[release]
+            and str(int(sub_version)) == sub_version)
+    ):  # fmt: skip
         return None
-    return f"Unknown metadata.version '{value}'"
+    return f"Version {value} is not a valid version"
 
 
 def throttled_replicas(value: tuple[str, ...]) -> str | None:

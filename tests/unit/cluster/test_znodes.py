@@ -30,11 +30,14 @@ from weir.cluster.znodes import (
     encode_cluster_id,
     encode_config_change,
     encode_controller,
+    encode_entity_config,
+    encode_entity_config_change,
     encode_producer_block,
     encode_state,
     encode_topic_config,
     encode_user_config,
     encode_user_config_change,
+    entity_config_path,
     parse_assignment,
     parse_broker,
     parse_change_entity,
@@ -42,6 +45,7 @@ from weir.cluster.znodes import (
     parse_config_change,
     parse_controller,
     parse_controller_epoch,
+    parse_entity_config,
     parse_producer_block_end,
     parse_state,
     parse_topic_config,
@@ -610,3 +614,15 @@ def test_a_users_scram_credentials_have_kafkas_layout() -> None:
     assert document(notice) == {"version": 2, "entity_path": "users/CN%3Dalice%2C%20O%3D%2A"}
     assert parse_change_entity(notice) == ("users", "CN=alice, O=*")
     assert parse_config_change(notice) is None  # not a topic's
+
+
+def test_dynamic_broker_configs_have_kafkas_layout() -> None:
+    assert entity_config_path("brokers", "1") == "/config/brokers/1"
+    assert entity_config_path("brokers", "<default>") == "/config/brokers/<default>"
+    data = encode_entity_config({"log.retention.ms": "60000"})
+    assert document(data) == {"version": 1, "config": {"log.retention.ms": "60000"}}
+    assert parse_entity_config("/config/brokers/1", data) == {"log.retention.ms": "60000"}
+    for entity in ("1", "<default>"):
+        notice = encode_entity_config_change("brokers", entity)
+        assert document(notice) == {"version": 2, "entity_path": f"brokers/{entity}"}
+        assert parse_change_entity(notice) == ("brokers", entity)

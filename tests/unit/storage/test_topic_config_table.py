@@ -80,7 +80,7 @@ def test_the_defaults_parse_and_print_back_unchanged() -> None:
         ("message.timestamp.type", "ProducerTime", "String must be one of"),
         ("cleanup.policy", "", "Empty list"),
         ("leader.replication.throttled.replicas", "0-1", "[PartitionId]:[BrokerId]"),
-        ("message.format.version", "banana", "Unknown metadata.version"),
+        ("message.format.version", "banana", "Version banana is not a valid version"),
         ("preallocate", "1", "Expected value to be either true or false"),
     ],
 )
@@ -89,6 +89,41 @@ def test_invalid_values_are_refused_in_kafkas_words(name: str, value: str, messa
         LogConfig.from_properties({name: value})
     assert str(refused.value).startswith(f"Invalid value {value} for configuration {name}: ")
     assert message in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    "version",
+    [
+        "0.8.0",
+        "0.8.2.2",
+        "0.9.0.1",
+        "0.10.0",
+        "0.10.0.0",
+        "0.10.0-IV1",
+        "0.10.2.1",
+        "0.11.0",
+        "1.0",
+        "1.0.1",
+        "1.1-IV0",
+        "2.8",
+        "2.8-IV1",
+        "2.8.2",
+        "3.0",
+        "3.0-IV1",
+        "3.6.1",
+        "3.9",
+    ],
+)
+def test_message_format_version_takes_the_forms_kafka_takes(version: str) -> None:
+    assert LogConfig.from_properties({"message.format.version": version})
+
+
+@pytest.mark.parametrize(
+    "version", ["", "banana", "0.10", "0.7.0", "0.10.0-IV2", "0.8.0-IV0", "2.8-IV2", "3.10", "4.0"]
+)
+def test_message_format_version_refuses_what_kafka_refuses(version: str) -> None:
+    with pytest.raises(ValueError, match=f"Version {version} is not a valid version"):
+        LogConfig.from_properties({"message.format.version": version})
 
 
 def test_lists_and_booleans_are_read_as_kafka_reads_them() -> None:

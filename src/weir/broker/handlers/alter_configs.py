@@ -1,4 +1,5 @@
-"""AlterConfigs (33): replace a topic's config overrides with the given set."""
+"""AlterConfigs (33): replace a topic's config overrides, or a broker's dynamic configs (its own
+or, with an empty resource name, the cluster default), with the given set."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from kio.schema.errors import ErrorCode
 from weir.broker.authz.acl import AclOperation
 from weir.broker.authz.checks import config_error
 from weir.broker.context import BrokerContext, make
-from weir.broker.handlers.describe_configs import TOPIC
+from weir.broker.handlers.describe_configs import BROKER, TOPIC
 from weir.broker.topics import TopicError
 from weir.protocol.apis import ApiKey
 from weir.protocol.codec import Request, response_module
@@ -22,7 +23,7 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
     responses = []
     for resource in body.resources:
         configs = {c.name: c.value for c in resource.configs if c.value is not None}
-        error, message = apply(broker, resource, _replace_with(configs), body.validate_only)
+        error, message = await apply(broker, resource, _replace_with(configs), body.validate_only)
         responses.append(
             make(
                 m.AlterConfigsResourceResponse,
@@ -41,14 +42,20 @@ def _replace_with(configs: dict[str, str]) -> Any:
     return lambda _current: configs
 
 
-def apply(
+async def apply(
     broker: BrokerContext, resource: Any, change: Any, validate_only: bool
 ) -> tuple[ErrorCode, str | None]:
-    """Set a topic's overrides to `change(current overrides)`; (error, message)."""
+    """Set a topic's overrides, or a broker's dynamic configs, to `change(current ones)`;
+    (error, message)."""
     if refused := config_error(broker, AclOperation.ALTER_CONFIGS, resource):
         return refused, None
+    if resource.resource_type == BROKER and broker.dynamic_config is not None:
+        return await broker.dynamic_config.alter(resource.resource_name, change, validate_only)
     if resource.resource_type != TOPIC:
-        return ErrorCode.invalid_request, "only topic configs can be altered"
+        return ErrorCode.invalid_request, (
+            "AlterConfigs is only supported for topics and brokers, but resource type is "
+            f"{resource.resource_type}"
+        )
     info = broker.metadata.topic(resource.resource_name)
     if info is None:
         return ErrorCode.unknown_topic_or_partition, f"no topic {resource.resource_name!r}"

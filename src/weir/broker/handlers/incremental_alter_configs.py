@@ -1,4 +1,5 @@
-"""IncrementalAlterConfigs (44): SET, DELETE, APPEND and SUBTRACT on topic config overrides."""
+"""IncrementalAlterConfigs (44): SET, DELETE, APPEND and SUBTRACT on topic config overrides and
+on dynamic broker configs."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
     body = request.body
     responses = []
     for resource in body.resources:
-        error, message = apply(broker, resource, _changes(resource.configs), body.validate_only)
+        change = _changes(resource.configs)
+        error, message = await apply(broker, resource, change, body.validate_only)
         responses.append(
             make(
                 m.AlterConfigsResourceResponse,

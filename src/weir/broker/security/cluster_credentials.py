@@ -1,5 +1,5 @@
 """SCRAM credentials of a cluster, kept in ZooKeeper under /config/users/<user> in Kafka's text
-form (see weir.cluster.user_configs): the same `CredentialStore` interface as a single node's
+form (see weir.cluster.entity_configs): the same `CredentialStore` interface as a single node's
 file, so AlterUserScramCredentials, DescribeUserScramCredentials, SASL/SCRAM and `weir user`
 work alike on both. A change written through any broker reaches every broker through the
 /config/changes notification that goes with it.
@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 
 from weir.broker.security.credentials import Credentials, Deletion, Upsertion
 from weir.broker.security.scram import MECHANISMS, ScramCredential, ScramMechanism
-from weir.cluster.user_configs import UserConfigs, ZooKeeperUserConfigs
+from weir.cluster.entity_configs import UserConfigs, ZooKeeperUserConfigs
 
 
 class ZooKeeperCredentialStore:

@@ -1,0 +1,168 @@
+"""Users' and brokers' configs in ZooKeeper, in Kafka's layout:
+
+    /config/users/<user>                      {"version": 1, "config": {"SCRAM-SHA-512": "..."}}
+    /config/brokers/<id> | <default>          {"version": 1, "config": {"log.retention.ms": "..."}}
+    /config/changes/config_change_NNNNNNNNNN  {"version": 2, "entity_path": "users/<user>"}
+
+A cluster keeps its SCRAM credentials in the users' configs and its dynamic broker configs in
+the brokers' (one per broker id, and `<default>` for the whole cluster). Every broker reads all
+entities of a type when it starts, then reloads an entity whenever a change notification names
+it, so a change made through one broker (or by weir's or Kafka's own tools) is seen by every
+broker. A write changes the entity's znode and adds the notification in one ZooKeeper
+transaction, conditional on the znode's version (another writer in between: read again and
+retry). An entity whose entries are all deleted keeps an empty config, as Kafka leaves it.
+
+The values are kept as text (name -> value); what they mean is the broker's business.
+Thread-safety: `configs()` may be called from any thread (the snapshot is replaced whole, never
+changed in place); `alter` blocks on ZooKeeper; `on_change` callbacks run on kazoo's thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.recipe.watchers import ChildrenWatch
+
+from weir.cluster import znodes
+from weir.cluster.znodes import ZnodeFormatError
+
+log = logging.getLogger(__name__)
+
+EntityConfigs = Mapping[str, Mapping[str, str]]
+UserConfigs = EntityConfigs
+#: how a write changes one entity's config: the current one -> the new one
+ConfigChange = Callable[[dict[str, str]], dict[str, str]]
+
+
+class ZooKeeperEntityConfigs:
+    """The configs of every entity of one type (`users`, `brokers`) under /config/<type>."""
+
+    def __init__(self, client: KazooClient, entity_type: str) -> None:
+        self._client = client
+        self.entity_type = entity_type
+        self._lock = threading.Lock()
+        self._configs: dict[str, dict[str, str]] = {}
+        self._last_change = -1
+        self._loaded = False
+        self._listeners: list[Callable[[str], None]] = []
+
+    def start(self) -> None:
+        """Load every entity and follow the change notifications (the client is connected)."""
+        self._client.ensure_path(znodes.entity_configs_path(self.entity_type))
+        self._client.ensure_path(znodes.CONFIG_CHANGES)
+        ChildrenWatch(self._client, znodes.CONFIG_CHANGES, self._on_changes)
+
+    def configs(self) -> EntityConfigs:
+        """entity -> config, entities with an empty config left out."""
+        return self._configs
+
+    def on_change(self, listener: Callable[[str], None]) -> None:
+        """Have `listener(entity)` called (on kazoo's thread) after an entity's config was
+        reloaded because a change notification named it."""
+        self._listeners.append(listener)
+
+    def alter(self, entity: str, change: ConfigChange) -> dict[str, str]:
+        """Apply `change` to `entity`'s config in ZooKeeper and notify every broker; the new
+        config."""
+        path = znodes.entity_config_path(self.entity_type, entity)
+        while True:
+            try:
+                data, stat = self._client.get(path)
+                current, version = znodes.parse_entity_config(path, data), stat.version
+            except NoNodeError:
+                current, version = {}, -1
+            updated = change(dict(current))
+            transaction = self._client.transaction()
+            if version < 0:
+                transaction.create(path, znodes.encode_entity_config(updated))
+            else:
+                transaction.set_data(path, znodes.encode_entity_config(updated), version=version)
+            transaction.create(
+                f"{znodes.CONFIG_CHANGES}/{znodes.CONFIG_CHANGE_PREFIX}",
+                znodes.encode_entity_config_change(self.entity_type, entity),
+                sequence=True,
+            )
+            results = transaction.commit()
+            failure = next((r for r in results if isinstance(r, Exception)), None)
+            if isinstance(failure, (BadVersionError, NodeExistsError, NoNodeError)):
+                continue  # another writer came first: read again
+            if failure is not None:
+                raise failure
+            self._store(entity, updated)
+            return updated
+
+    def _on_changes(self, children: list[str]) -> None:
+        numbers = sorted(_sequence(child) for child in children)
+        with self._lock:
+            first_call, last = not self._loaded, self._last_change
+            self._last_change = max([last, *numbers])
+            self._loaded = True
+        if first_call:
+            self._reload_all()
+            return
+        for number in numbers:
+            if number > last:
+                self._apply_change(f"{znodes.CONFIG_CHANGE_PREFIX}{number:010d}")
+
+    def _apply_change(self, child: str) -> None:
+        try:
+            data, _ = self._client.get(f"{znodes.CONFIG_CHANGES}/{child}")
+            kind, entity = znodes.parse_change_entity(data)
+        except NoNodeError:
+            return  # purged already
+        except ZnodeFormatError as exc:
+            log.warning("ignoring config change %s: %s", child, exc)
+            return
+        if kind == self.entity_type and entity:
+            self._reload(entity)
+            for listener in self._listeners:
+                listener(entity)
+
+    def _reload_all(self) -> None:
+        try:
+            names = self._client.get_children(znodes.entity_configs_path(self.entity_type))
+        except NoNodeError:
+            names = []
+        for name in names:
+            self._reload(znodes.desanitize(name))
+
+    def _reload(self, entity: str) -> None:
+        path = znodes.entity_config_path(self.entity_type, entity)
+        try:
+            data, _ = self._client.get(path)
+            config = znodes.parse_entity_config(path, data)
+        except NoNodeError:
+            config = {}
+        except ZnodeFormatError as exc:
+            log.warning("ignoring the config of %s: %s", path, exc)
+            return
+        self._store(entity, config)
+
+    def _store(self, entity: str, config: dict[str, str]) -> None:
+        with self._lock:
+            configs = dict(self._configs)
+            if config:
+                configs[entity] = config
+            else:
+                configs.pop(entity, None)
+            self._configs = configs
+
+
+class ZooKeeperUserConfigs(ZooKeeperEntityConfigs):
+    """Users' configs: where a cluster keeps its SCRAM credentials."""
+
+    def __init__(self, client: KazooClient) -> None:
+        super().__init__(client, znodes.USERS)
+
+    def users(self) -> UserConfigs:
+        """user -> config, users with an empty config left out."""
+        return self.configs()
+
+
+def _sequence(child: str) -> int:
+    digits = child.removeprefix(znodes.CONFIG_CHANGE_PREFIX)
+    return int(digits) if digits.isdigit() else -1
