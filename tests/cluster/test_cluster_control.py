@@ -311,3 +311,38 @@ def test_deleted_and_grown_topics_reach_every_broker(cluster, zk_view, figure):
     figure("grow 2 -> 5 partitions until led on every broker", time.monotonic() - started)
     check_placement(view, "growing", 2)
     check_zookeeper_matches(zk_view, view, "growing")
+
+
+def test_routine_events_are_logged_at_info_and_what_is_unsupported_said(cluster, zk_view):
+    """Kafka's levels: controller elections, the live broker set and controlled shutdowns at
+    INFO (shown by default), ELECTION_NOT_NEEDED (the usual answer of an election of every
+    partition) not logged as a refusal, and a reassignment written by Kafka's old ZooKeeper tool
+    reported as unsupported rather than ignored in silence."""
+    controller, _ = poll(lambda: zk_view.json("/controller")["brokerid"], SPREAD_TIMEOUT,
+                         "a controller")  # fmt: skip
+    logs = {n: b.logs() for n, b in cluster.items()}
+    assert f"INFO weir.cluster.controller: broker {controller} is the controller" in (
+        logs[controller]
+    )
+    warned = [line for text in logs.values() for line in text.splitlines() if " WARNING " in line]
+    assert not [line for line in warned if "is the controller" in line or "live brokers" in line]
+    create_topics(admin_at(cluster[1]), NewTopic("levels", 3, 3), timeout=ADMIN_TIMEOUT)
+    elect = subprocess.run(
+        [sys.executable, "-m", "weir.cli.main", "cluster", "elect-leaders", "--election-type",
+         "preferred", "--all-topic-partitions", "--bootstrap-server", bootstrap(cluster)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert elect.returncode == 0, elect.stderr
+    assert "Valid replica already elected for partitions" in elect.stdout
+    reassignment = {"version": 1, "partitions": [{"topic": "levels", "partition": 0,
+                                                  "replicas": [2, 3, 1]}]}  # fmt: skip
+    zk_view.client.create(zk_view.path("/admin/reassign_partitions"),
+                          json.dumps(reassignment).encode(), makepath=True)  # fmt: skip
+    unsupported = "WARNING weir.cluster.controller: /admin/reassign_partitions is not supported"
+    poll(lambda: unsupported in cluster[controller].logs(), SPREAD_TIMEOUT, "the warning")
+    stopping = next(n for n in cluster if n != controller)
+    assert cluster[stopping].stop() == 0
+    text = cluster[stopping].logs()
+    assert "INFO weir.broker.cluster_node: controlled shutdown: leaderships moved" in text
+    assert "WARNING weir.broker.cluster_node: controlled shutdown" not in text
+    assert not any("refused ELECT_LEADERS" in b.logs() for b in cluster.values())
