@@ -21,11 +21,13 @@ import pyarrow.compute as pc  # type: ignore[import-untyped]
 from weir.logformats.timestamps import (
     AHEAD_ALLOWED,
     MONTH_NUMBERS,
+    SUBSECOND_UNITS,
     Slot,
     TimestampReader,
     TimestampSyntax,
     date_key,
     offset_minutes,
+    subsecond_micros,
 )
 
 US_PER_S = 1_000_000
@@ -34,6 +36,7 @@ _DAYS_IN_MONTH = np.array([31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31], dtyp
 _AHEAD_US = int(AHEAD_ALLOWED.total_seconds()) * US_PER_S
 _DIGIT_PAIRS = frozenset({"yy", "month", "day", "hour", "hour12", "minute", "second"})
 _WORDS = frozenset({"mname", "ampm", "tz"})
+_DIGIT_RUNS = frozenset({"year", *SUBSECOND_UNITS})  # every character a digit
 
 
 @dataclass(slots=True)
@@ -103,8 +106,11 @@ def _by_layout(syntax: TimestampSyntax, texts: pa.Array, rows: np.ndarray) -> Pa
     fixed = sum(slot.width or 0 for slot in layout)
     width = int(widths[0])
     variable = width - fixed
-    if variable < 1 if any(slot.width is None for slot in layout) else variable != 0:
+    varying = [slot for slot in layout if slot.width is None]
+    if variable < 1 if varying else variable != 0:
         return None
+    if varying and varying[0].widest is not None and variable > varying[0].widest:
+        return None  # wider than the piece can be: left to the regex, which refuses it
     same = widths == width
     chars = _rows_of(np.frombuffer(data_buffer, dtype=np.uint8), offsets, width, same)
     digits = chars - np.uint8(ord("0"))  # wraps around below "0": a digit is < 10
@@ -116,10 +122,10 @@ def _by_layout(syntax: TimestampSyntax, texts: pa.Array, rows: np.ndarray) -> Pa
         span = slot.width if slot.width is not None else variable
         window = slice(at, at + span)
         valid &= _slot_valid(slot, chars[:, window], is_digit[:, window])
-        if slot.kind in _DIGIT_PAIRS or slot.kind in ("year", "frac"):
+        if slot.kind in _DIGIT_PAIRS or slot.kind in _DIGIT_RUNS:
             numbers[slot.kind] = _decimal(np.where(is_digit[:, window], digits[:, window], 0))
-            if slot.kind == "frac":
-                numbers["frac_digits"] = np.full(len(rows), span, dtype=np.int64)
+            if slot.kind in SUBSECOND_UNITS:
+                numbers[f"{slot.kind}_digits"] = np.full(len(rows), span, dtype=np.int64)
         elif slot.kind in _WORDS:
             numbers[slot.kind] = _word_codes(slot.kind, chars[:, window])
             valid &= numbers[slot.kind] != -1
@@ -149,7 +155,7 @@ def _slot_valid(slot: Slot, piece: np.ndarray, is_digit: np.ndarray) -> np.ndarr
             first_ok = first_ok | (piece[:, 0] == ord(" "))
         result: np.ndarray = first_ok & is_digit[:, 1:].all(axis=1)
         return result
-    if kind in ("year", "frac"):
+    if kind in _DIGIT_RUNS:
         return np.asarray(is_digit.all(axis=1))
     if kind == "space":
         return np.isin(piece[:, 0], [9, 10, 11, 12, 13, 32])
@@ -193,9 +199,10 @@ def _by_regex(syntax: TimestampSyntax, texts: pa.Array, rows: np.ndarray) -> Par
             numbers["epoch_us"] = _epoch_micros(column, syntax.epoch_scale)
         else:
             numbers[field.name] = _digits(column)
-            if field.name == "frac":
+            if field.name in SUBSECOND_UNITS:
                 length = pc.fill_null(pc.utf8_length(column), 0)
-                numbers["frac_digits"] = length.to_numpy(zero_copy_only=False).astype(np.int64)
+                digits = length.to_numpy(zero_copy_only=False).astype(np.int64)
+                numbers[f"{field.name}_digits"] = digits
     return Parts(rows, numbers, valid)
 
 
@@ -275,14 +282,14 @@ def _micros(
 
 
 def _fraction(numbers: dict[str, np.ndarray]) -> np.ndarray:
-    frac = numbers.get("frac")
-    if frac is None:
-        return np.zeros(len(next(iter(numbers.values()))), dtype=np.int64)
-    digits = numbers["frac_digits"]
-    # Like the per-line reader: the first six digits, padded with zeros.
-    shift = np.power(10, np.clip(np.abs(6 - digits), 0, 18)).astype(np.int64)
-    micro = np.where(digits <= 6, frac * shift, frac // shift)
-    return np.where(frac < 0, 0, micro)
+    """Microseconds past the second, from whichever sub-second group the syntax has."""
+    size = len(next(iter(numbers.values())))
+    micro = np.zeros(size, dtype=np.int64)
+    for group in SUBSECOND_UNITS.keys() & numbers.keys():
+        value, digits = numbers[group], numbers[f"{group}_digits"]
+        present = value >= 0
+        micro += np.where(present, subsecond_micros(group, np.maximum(value, 0), digits), 0)
+    return micro
 
 
 def _years(

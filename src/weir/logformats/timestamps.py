@@ -3,7 +3,11 @@
 A format names one or more ways to read its timestamp text (tried in order):
 
 - a strptime format, with the directives ``%Y %y %m %d %e %H %I %M %S %f %p %b %B %h %a %A
-  %z %s %T %F %%``; whitespace in the format matches any run of whitespace, as in ``strptime``;
+  %z %s %T %F %%`` and weir's own ``%L``; whitespace in the format matches any run of
+  whitespace, as in ``strptime``. Month, day, hour, minute and second take one digit or two,
+  as ``strptime``'s do. ``%f`` is a decimal fraction of a second (``.5`` is 500 ms, ``.000123``
+  is 123 µs); ``%L`` is a number of milliseconds written without padding, 1 to 3 digits
+  (``:6`` is 6 ms, ``:60`` is 60 ms, ``:600`` is 600 ms), as some loggers print them;
 - ``ISO8601``: ``2024-03-01T12:00:00.5+02:00`` and its variants (space for ``T``, optional
   seconds and fraction, ``Z`` or an offset or nothing);
 - ``UNIX`` / ``UNIX_MS``: seconds / milliseconds since the epoch (UTC).
@@ -33,27 +37,31 @@ MONTH_NUMBERS = {name[:3]: n for n, name in enumerate(MONTH_NAMES, 1)} | {
 }
 AHEAD_ALLOWED = timedelta(days=1)  # how far a yearless line may be after its reference time
 
-_DIRECTIVES: dict[str, tuple[str, int | None]] = {
-    # directive: (regex, fixed width or None)
-    "Y": (r"(?P<year>\d{4})", 4),
-    "y": (r"(?P<yy>\d\d)", 2),
-    "m": (r"(?P<month>\d\d?)", 2),
-    "d": (r"(?P<day>\d\d?)", 2),
-    "e": (r"\s?(?P<day>\d\d?)", 2),
-    "H": (r"(?P<hour>\d\d?)", 2),
-    "I": (r"(?P<hour12>\d\d?)", 2),
-    "M": (r"(?P<minute>\d\d)", 2),
-    "S": (r"(?P<second>\d\d)", 2),
-    "f": (r"(?P<frac>\d{1,9})", None),
-    "p": (r"(?P<ampm>[AaPp][Mm])", 2),
-    "b": (r"(?P<mname>[A-Za-z]{3})", 3),
-    "h": (r"(?P<mname>[A-Za-z]{3})", 3),
-    "B": (r"(?P<mname>[A-Za-z]{3,9})", None),
-    "a": (r"[A-Za-z]{3}", 3),
-    "A": (r"[A-Za-z]{6,9}", None),
-    "z": (r"(?P<tz>Z|[+-]\d\d(?::?\d\d)?)", None),
-    "s": (r"(?P<epoch>\d+(?:\.\d+)?)", None),
+_DIRECTIVES: dict[str, tuple[str, int | None, int | None]] = {
+    # directive: (regex, its width (None: it varies), its widest (None: unbounded))
+    "Y": (r"(?P<year>\d{4})", 4, 4),
+    "y": (r"(?P<yy>\d\d)", 2, 2),
+    "m": (r"(?P<month>\d\d?)", 2, 2),
+    "d": (r"(?P<day>\d\d?)", 2, 2),
+    "e": (r"\s?(?P<day>\d\d?)", 2, 2),
+    "H": (r"(?P<hour>\d\d?)", 2, 2),
+    "I": (r"(?P<hour12>\d\d?)", 2, 2),
+    "M": (r"(?P<minute>\d\d?)", 2, 2),
+    "S": (r"(?P<second>\d\d?)", 2, 2),
+    "f": (r"(?P<frac>\d{1,9})", None, 9),
+    "L": (r"(?P<millis>\d{1,3})", None, 3),
+    "p": (r"(?P<ampm>[AaPp][Mm])", 2, 2),
+    "b": (r"(?P<mname>[A-Za-z]{3})", 3, 3),
+    "h": (r"(?P<mname>[A-Za-z]{3})", 3, 3),
+    "B": (r"(?P<mname>[A-Za-z]{3,9})", None, 9),
+    "a": (r"[A-Za-z]{3}", 3, 3),
+    "A": (r"[A-Za-z]{6,9}", None, 9),
+    "z": (r"(?P<tz>Z|[+-]\d\d(?::?\d\d)?)", None, 6),
+    "s": (r"(?P<epoch>\d+(?:\.\d+)?)", None, None),
 }
+# What a sub-second group's number means: microseconds per unit, or None for a decimal fraction
+# of a second (its digits past the sixth dropped). Both readers compute with ``subsecond_micros``.
+SUBSECOND_UNITS: dict[str, int | None] = {"frac": None, "millis": 1000}
 _SHORTHANDS = {"T": "%H:%M:%S", "F": "%Y-%m-%d"}
 _ISO_REGEX = (
     r"(?P<year>\d{4})-(?P<month>\d\d)-(?P<day>\d\d)"
@@ -74,6 +82,7 @@ class Slot:
     kind: str  # a group name, "space", "literal" or "skip"
     width: int | None  # None: the one piece whose width varies
     text: str = ""
+    widest: int | None = None  # the most characters the piece can have (None: no bound)
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,9 +131,9 @@ def _strptime_syntax(text: str) -> TimestampSyntax:
                 parts.append("%")
                 slots.append(Slot("literal", 1, "%"))
             elif directive in _DIRECTIVES:
-                regex, width = _DIRECTIVES[directive]
+                regex, width, widest = _DIRECTIVES[directive]
                 parts.append(regex)
-                slots.append(Slot(_slot_kind(regex), width))
+                slots.append(Slot(_slot_kind(regex), width, widest=widest))
             else:
                 raise TimestampFormatError(f"unknown directive %{directive} in {text!r}")
             at += 2
@@ -140,6 +149,8 @@ def _strptime_syntax(text: str) -> TimestampSyntax:
     groups = _groups_of(regex)
     if len(groups) != len(re.findall(r"\(\?P<", regex)):
         raise TimestampFormatError(f"{text!r} names one part of the date twice")
+    if len(groups & SUBSECOND_UNITS.keys()) > 1:
+        raise TimestampFormatError(f"{text!r} has two fractions of a second (%f and %L)")
     if not groups & {"epoch", "day"} or not groups & {"epoch", "month", "mname"}:
         raise TimestampFormatError(f"{text!r} has no day and month (nor %s)")
     variable = sum(slot.width is None for slot in slots)
@@ -212,7 +223,8 @@ class TimestampReader:
         month = month_of(groups)
         day, hour = int(groups.get("day") or 0), hour_of(groups)
         minute, second = int(groups.get("minute") or 0), int(groups.get("second") or 0)
-        micro = int((groups.get("frac") or "0")[:6].ljust(6, "0"))
+        micro = sum(subsecond_micros(name, int(text), len(text))
+                    for name in SUBSECOND_UNITS if (text := groups.get(name)))  # fmt: skip
         explicit = year_of(groups)
         if explicit is None:
             explicit = assumed_year(month, day, hour, minute, second, reference, year)
@@ -223,6 +235,17 @@ class TimestampReader:
         if self.zone is not None:
             return stamp.replace(tzinfo=self.zone).astimezone(UTC).replace(tzinfo=None)
         return stamp
+
+
+def subsecond_micros(group: str, number: Any, digits: Any) -> Any:
+    """Microseconds of the sub-second group ``group`` holding ``number`` written with
+    ``digits`` digits (ints, or numpy arrays of them)."""
+    unit = SUBSECOND_UNITS[group]
+    if unit is not None:
+        return number * unit
+    up = (6 - digits + abs(6 - digits)) // 2  # max(6 - digits, 0), for arrays too
+    down = (digits - 6 + abs(digits - 6)) // 2
+    return number * 10**up // 10**down
 
 
 def year_of(groups: Mapping[str, str | None]) -> int | None:

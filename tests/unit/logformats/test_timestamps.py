@@ -1,0 +1,125 @@
+"""Timestamp directives, read by the per-line reader (``timestamps``) and the column reader
+(``batch_timestamps``) from the same compiled syntax: one-digit minutes and seconds, and ``%L``,
+milliseconds written without padding, which ``%f`` would read as a fraction."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import numpy as np
+import pyarrow as pa  # type: ignore[import-untyped]
+import pytest
+
+from weir.logformats import FormatRegistry, LineParser, ParsedLine, load_text
+from weir.logformats.batch import BatchParser, parse_rows
+from weir.logformats.batch_timestamps import read_column
+from weir.logformats.timestamps import TimestampFormatError, TimestampReader
+
+CASES = [
+    ("%Y-%m-%d %H:%M:%S", "2024-03-01 12:3:6", datetime(2024, 3, 1, 12, 3, 6)),
+    ("%Y-%m-%d %H:%M:%S", "2024-03-01 12:03:06", datetime(2024, 3, 1, 12, 3, 6)),
+    ("%Y-%m-%d %H:%M:%S", "2024-3-1 1:2:3", datetime(2024, 3, 1, 1, 2, 3)),
+    ("%Y-%m-%d %H:%M:%S:%L", "2024-03-01 12:3:6:6", datetime(2024, 3, 1, 12, 3, 6, 6_000)),
+    ("%Y-%m-%d %H:%M:%S:%L", "2024-03-01 12:03:06:60", datetime(2024, 3, 1, 12, 3, 6, 60_000)),
+    ("%Y-%m-%d %H:%M:%S:%L", "2024-03-01 12:03:06:600", datetime(2024, 3, 1, 12, 3, 6, 600_000)),
+    ("%Y-%m-%d %H:%M:%S:%L", "2024-03-01 12:03:06:006", datetime(2024, 3, 1, 12, 3, 6, 6_000)),
+    ("%Y-%m-%d %H:%M:%S.%f", "2024-03-01 12:3:6.6", datetime(2024, 3, 1, 12, 3, 6, 600_000)),
+    ("%Y-%m-%d %H:%M:%S.%f", "2024-03-01 12:03:06.000006", datetime(2024, 3, 1, 12, 3, 6, 6)),
+    ("%Y-%m-%d %H:%M:%S.%f", "2024-03-01 12:03:06.123456789",
+     datetime(2024, 3, 1, 12, 3, 6, 123_456)),
+    ("%d/%m %H:%M:%S.%L", "1/3 9:5:7.12", datetime(2024, 3, 1, 9, 5, 7, 12_000)),
+]  # fmt: skip
+UNREADABLE = [
+    ("%Y-%m-%d %H:%M:%S:%L", "2024-03-01 12:03:06:6000"),  # %L has at most three digits
+    ("%Y-%m-%d %H:%M:%S", "2024-03-01 12:60:06"),
+    ("%Y-%m-%d %H:%M:%S", "2024-03-01 12:3:"),
+    ("%Y-%m-%d %H:%M:%S", "2024-03-01 12:345:6"),
+]
+
+
+def _column(syntax: str, texts: list[str]) -> list[datetime | None]:
+    """``texts`` read by the column reader (None where it reads nothing)."""
+    micros, valid = read_column(
+        TimestampReader.of([syntax]), pa.array(texts), reference_us=None, year=2024
+    )
+    stamps = micros.astype("datetime64[us]").astype(datetime).tolist()
+    return [stamp if ok else None for stamp, ok in zip(stamps, valid.tolist(), strict=True)]
+
+
+@pytest.mark.parametrize(("syntax", "text", "expected"), CASES)
+def test_each_directive_form_reads_alike_line_by_line_and_by_column(
+    syntax: str, text: str, expected: datetime
+) -> None:
+    assert TimestampReader.of([syntax]).read(text, reference=None, year=2024) == expected
+    assert _column(syntax, [text]) == [expected]
+
+
+def test_a_column_of_mixed_widths_reads_as_each_text_alone() -> None:
+    """The column reader slices texts of the layout's width and runs the regex on the rest;
+    texts of both kinds in one column must still read as the per-line reader reads them."""
+    for syntax in {syntax for syntax, _, _ in CASES}:
+        texts = [text for s, text, _ in CASES if s == syntax]
+        texts = texts * 3 + [text for s, text in UNREADABLE if s == syntax]
+        reader = TimestampReader.of([syntax])
+        expected = []
+        for text in texts:
+            try:
+                expected.append(reader.read(text, reference=None, year=2024))
+            except ValueError:
+                expected.append(None)
+        assert _column(syntax, texts) == expected, syntax
+
+
+@pytest.mark.parametrize(("syntax", "text"), UNREADABLE)
+def test_texts_that_are_not_times_are_refused_by_both(syntax: str, text: str) -> None:
+    with pytest.raises(ValueError):
+        TimestampReader.of([syntax]).read(text, reference=None, year=2024)
+    assert _column(syntax, [text]) == [None]
+
+
+def test_percent_f_is_a_fraction_and_percent_l_milliseconds() -> None:
+    fraction = TimestampReader.of(["%H:%M:%S:%f %d.%m.%Y"])
+    millis = TimestampReader.of(["%H:%M:%S:%L %d.%m.%Y"])
+    text = "12:3:6:6 01.03.2024"
+    assert fraction.read(text, reference=None, year=0).microsecond == 600_000
+    assert millis.read(text, reference=None, year=0).microsecond == 6_000
+
+
+def test_a_format_with_two_fractions_of_a_second_is_refused() -> None:
+    with pytest.raises(TimestampFormatError, match="two fractions"):
+        TimestampReader.of(["%Y-%m-%d %H:%M:%S.%f.%L"])
+
+
+GAME = '''
+name = "game"
+pattern = '%{DATE:timestamp} %{LOGLEVEL:level} %{GREEDYDATA:message}'
+[patterns]
+DATE = '\\d{4}-\\d\\d-\\d\\d \\d\\d?:\\d\\d?:\\d\\d?:\\d+'
+[timestamp]
+format = "%Y-%m-%d %H:%M:%S:%L"
+[[samples]]
+line = '2024-03-01 12:3:6:6 INFO level loaded'
+timestamp = 2024-03-01T12:03:06.006
+'''
+
+
+def test_a_declared_format_with_unpadded_milliseconds_parses_alike_in_both_parsers() -> None:
+    registry = FormatRegistry.of([*FormatRegistry.builtin(), load_text(GAME, "game.toml")])
+    lines = [b"2024-03-01 12:3:6:6 INFO a", b"2024-03-01 12:03:06:600 WARN b",
+             b"2024-03-01 9:59:59:99 INFO c", b"2024-03-01 12:03:06:1000 INFO d"]  # fmt: skip
+    keys = pa.array([b"game"] * len(lines), pa.binary())
+    values = pa.array(lines, pa.binary())
+    batch = BatchParser(year=2024, registry=registry).parse(keys, values)
+    expected = parse_rows(LineParser(year=2024, registry=registry), keys.to_pylist(), lines)
+    assert batch.equals(expected)
+    stamps = batch.column("timestamp").to_pylist()
+    assert [stamp.replace(tzinfo=None) if stamp else None for stamp in stamps] == [
+        datetime(2024, 3, 1, 12, 3, 6, 6_000),
+        datetime(2024, 3, 1, 12, 3, 6, 600_000),
+        datetime(2024, 3, 1, 9, 59, 59, 99_000),
+        None,  # four digits are not milliseconds: quarantined
+    ]
+    assert batch.column("reason").to_pylist()[3] == "bad-timestamp"
+    parsed = LineParser(year=2024, registry=registry).parse("game", lines[0].decode())
+    assert isinstance(parsed, ParsedLine) and parsed.message == "a"
+    assert np.all(batch.column("parsed").to_numpy()[:3] == 1)
