@@ -59,6 +59,31 @@ DOCUMENTED = {
             {"level": "WARN", "thread": "pool-2-thread-1", "message": "evicted 12 keys"},
         ),
     ],
+    "syslog": [  # macOS names the sender after the tag: "tag[pid] (sender):"
+        (
+            "Jul  1 09:01:05 calvisitor-10-105-160-95 sandboxd[129] ([31211]): "
+            "com.apple.Addres(31211) deny network-outbound /private/var/run/mDNSResponder",
+            {"component": "sandboxd", "pid": 129, "fields": {"sender": "[31211]"},
+             "message": "com.apple.Addres(31211) deny network-outbound "
+                        "/private/var/run/mDNSResponder"},
+        ),
+        (
+            "Jul  1 09:04:37 calvisitor-10-105-160-95 com.apple.xpc.launchd[1] "
+            "(com.apple.xpc.launchd.domain.pid.WebContent.32778): Path not allowed in target "
+            "domain: type = pid, path = /System/Library/Frameworks/WebKit.framework",
+            {"component": "com.apple.xpc.launchd", "pid": 1,
+             "fields": {"sender": "com.apple.xpc.launchd.domain.pid.WebContent.32778"},
+             "message": "Path not allowed in target domain: type = pid, "
+                        "path = /System/Library/Frameworks/WebKit.framework"},
+        ),
+        (
+            "Jul  1 09:02:26 calvisitor-10-105-160-95 kernel[0]: ARPT: 620701.011328: "
+            "AirPort_Brcm43xx::syncPowerState: WWEN[enabled] (x): y",
+            {"component": "kernel", "pid": 0, "fields": {},
+             "message": "ARPT: 620701.011328: AirPort_Brcm43xx::syncPowerState: "
+                        "WWEN[enabled] (x): y"},
+        ),
+    ],
     "python": [
         (
             "2024-03-01 12:00:00,250 - app.db - WARNING - slow query: 1.2 s",
