@@ -3,8 +3,10 @@
 ``BatchParser.parse`` takes the ``key`` and ``value`` columns of a batch (and, optionally, the
 records' timestamps, which give yearless lines their year) and returns one row per record in
 the columns of ``PARSED_SCHEMA`` (parsed rows fill timestamp..fields, quarantined rows fill
-source, line, reason and detail; a pid beyond int64 is stored as null). Its result equals
-``parse_rows`` — LineParser applied line by line — for every input; it is just faster.
+source, line, reason and detail; a pid beyond int64 is stored as null; ``timestamp_inferred``
+says that a line's timestamp is its record's or null, see ``declaration.UnreadableTimestamp``).
+Its result equals ``parse_rows`` — LineParser applied line by line — for every input; it is
+just faster.
 
 Lines of a pattern-declared format run through Arrow compute kernels as that format's batch
 plan says (``weir.logformats.batch_plan``, derived from the declared pattern): RE2 extracts the
@@ -15,7 +17,8 @@ parser templated before. A line takes this path when its format is known from it
 without a key, detected by the same patterns and specificity as LineParser, one format
 matching), it is printable ASCII apart from tab, CR and LF (where RE2's and Python's ``\\s``,
 ``\\w`` and ``str.strip`` agree), and its fields are valid. Every other line — JSON lines,
-unknown keys, lines that match no format or two, invalid dates, other characters — goes through
+unknown keys, lines that match no format or two, invalid dates (which the format may keep, with
+its record's time or none), other characters — goes through
 LineParser, so quarantine reasons and details are LineParser's.
 """
 
@@ -44,6 +47,7 @@ PARSED_SCHEMA = pa.schema(
         ("parsed", pa.int32()),
         ("source", pa.string()),
         ("timestamp", pa.timestamp("us", tz="UTC")),
+        ("timestamp_inferred", pa.bool_()),
         ("level", pa.string()),
         ("raw_level", pa.string()),
         ("component", pa.string()),
@@ -58,8 +62,8 @@ PARSED_SCHEMA = pa.schema(
         ("detail", pa.string()),
     ]
 )
-PARSED_FIELDS = ("source", "level", "raw_level", "component", "host", "pid", "thread",
-                 "message", "template", "fields")  # fmt: skip
+PARSED_FIELDS = ("source", "timestamp_inferred", "level", "raw_level", "component", "host",
+                 "pid", "thread", "message", "template", "fields")  # fmt: skip
 QUARANTINE_FIELDS = ("source", "line", "reason", "detail")
 TEMPLATE_CACHE_SIZE = 100_000  # templates a parser keeps from batch to batch
 _PID = r"\A\d{0,18}\z"  # int64 holds every 18-digit number
@@ -294,6 +298,7 @@ class BatchParser:
                 pa.array(np.ones(size, dtype=np.int32)),
                 pa.array([declared.name] * size, pa.string()),
                 pa.array(micros, pa.int64()).cast(PARSED_SCHEMA.field("timestamp").type),
+                pa.array(np.zeros(size, dtype=bool)),
                 _levels(raw_level),
                 raw_level,
                 _trimmed(group.get(columns.get("component", "")), size),

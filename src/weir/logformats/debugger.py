@@ -85,7 +85,9 @@ def _fields_of(parsed: ParsedLine) -> dict[str, Any]:
     names = ("timestamp", "level", "raw_level", "component", "host", "pid", "thread", "message",
              "template")  # fmt: skip
     found = {name: getattr(parsed, name) for name in names if getattr(parsed, name) is not None}
-    found["timestamp"] = parsed.timestamp.isoformat()
+    found["timestamp"] = parsed.timestamp.isoformat() if parsed.timestamp else None
+    if parsed.timestamp_inferred:
+        found["timestamp_inferred"] = True
     if parsed.fields:
         found["fields"] = dict(parsed.fields)
     return found

@@ -16,6 +16,9 @@ A format file declares one format::
     field = "timestamp"                  # the field holding it (default "timestamp")
     format = "ISO8601"                   # or a strptime format, "UNIX", "UNIX_MS", or a list
     timezone = "Europe/Paris"            # the zone of times written without an offset
+    on_error = "quarantine"              # a line whose timestamp cannot be read: quarantined;
+                                         # "record_time": kept, timed by its record; "null":
+                                         # kept without a time (see UnreadableTimestamp)
 
     [fields]                             # which field fills which column, when not named alike
     level = "severity"                   # columns: level component host message pid thread
@@ -49,6 +52,7 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -56,13 +60,24 @@ from weir.logformats.grok import GrokError, expand
 from weir.logformats.regex_items import specificity
 from weir.logformats.timestamps import TimestampFormatError, TimestampReader
 
+
+class UnreadableTimestamp(StrEnum):
+    """What becomes of a line whose timestamp field is missing or cannot be read
+    (``[timestamp] on_error``). Kept lines have ``timestamp_inferred`` set."""
+
+    QUARANTINE = "quarantine"  # quarantined as bad-timestamp
+    RECORD_TIME = "record_time"  # kept, with its record's timestamp (none without a record)
+    NULL = "null"  # kept, with no timestamp
+
+
 COLUMNS = ("level", "component", "host", "message", "pid", "thread")
 TEXT, JSON = "text", "json"
 _NAME = re.compile(r"[a-z0-9][a-z0-9_-]*\Z")
 _TOP_KEYS = {"name", "aliases", "description", "kind", "pattern", "regex", "detect",
              "patterns", "timestamp", "fields", "mining", "samples", "json"}  # fmt: skip
 _SAMPLE_KEYS = {"line", "timestamp", "level", "raw_level", "component", "host", "message",
-                "template", "pid", "thread", "fields", "quarantined"}  # fmt: skip
+                "template", "pid", "thread", "fields", "quarantined",
+                "timestamp_inferred"}  # fmt: skip
 _MINING_KEYS = {"masking", "similarity", "depth", "extra_delimiters", "default_masking"}
 FLAGS = re.ASCII | re.DOTALL
 
@@ -130,6 +145,7 @@ class LogFormat:
     fields: tuple[str, ...] = ()
     timestamp_field: str = "timestamp"
     timestamp: TimestampReader = field(default_factory=lambda: TimestampReader(()))
+    timestamp_on_error: UnreadableTimestamp = UnreadableTimestamp.QUARANTINE
     columns: Mapping[str, str] = field(default_factory=dict)
     json_keys: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     detect: bool = True
@@ -267,6 +283,7 @@ def _text_format(document: Mapping[str, Any], source: _Source, common: dict[str,
         fields=fields,
         timestamp_field=stamp_field,
         timestamp=_timestamp_reader(settings, source),
+        timestamp_on_error=_on_error(settings, source),
         columns=columns,
         specificity=specificity(regex),
         compiled=compiled,
@@ -327,6 +344,17 @@ def _timestamp_reader(settings: Mapping[str, Any], source: _Source) -> Timestamp
     except TimestampFormatError as error:
         bad_key = "timezone" if "zone" in str(error) else key
         raise source.error(f"[timestamp] {error}", bad_key, "timestamp") from error
+
+
+def _on_error(settings: Mapping[str, Any], source: _Source) -> UnreadableTimestamp:
+    value = settings.get("on_error", UnreadableTimestamp.QUARANTINE.value)
+    try:
+        return UnreadableTimestamp(value)
+    except ValueError:
+        choices = ", ".join(repr(choice.value) for choice in UnreadableTimestamp)
+        raise source.error(
+            f"[timestamp] on_error must be one of {choices}, not {value!r}", "on_error", "timestamp"
+        ) from None
 
 
 def _json_format(document: Mapping[str, Any], source: _Source, common: dict[str, Any]) -> LogFormat:

@@ -55,14 +55,14 @@ MAX_KNOWN = 200_000
 @dataclass(frozen=True, slots=True)
 class Occurrences:
     """One distinct masked message of a batch: how many lines had it, the first and last of
-    their timestamps (microseconds), and where the first of them was (``position``, any
-    sortable key: the batch is mined in that order)."""
+    their timestamps (microseconds; None when none of them has one), and where the first of
+    them was (``position``, any sortable key: the batch is mined in that order)."""
 
     source: str
     template: str
     lines: int
-    first_seen: int
-    last_seen: int
+    first_seen: int | None
+    last_seen: int | None
     position: tuple[Any, ...] = ()
 
 
@@ -73,8 +73,8 @@ class Template:
     id: int
     source: str
     template: str
-    first_seen: int
-    last_seen: int
+    first_seen: int | None
+    last_seen: int | None
     count: int
 
 
@@ -86,7 +86,8 @@ class TemplateMiner:
         self._drains: dict[str, Drain] = {}
         self._ids: dict[tuple[str, int], int] = {}  # (source, Drain's cluster id) -> template id
         self._clusters: dict[int, tuple[str, int]] = {}
-        self._seen: dict[int, list[int]] = {}  # template id -> [first_seen, last_seen, count]
+        # template id -> [first_seen, last_seen, count] (times may be None: see Occurrences)
+        self._seen: dict[int, list[Any]] = {}
         self._known: dict[tuple[str, str], int] = {}  # (source, masked message) -> template id
 
     def __len__(self) -> int:
@@ -214,9 +215,19 @@ class TemplateMiner:
                 occurrences.lines,
             ]
             return
-        seen[0] = min(seen[0], occurrences.first_seen)
-        seen[1] = max(seen[1], occurrences.last_seen)
+        seen[0] = earliest(seen[0], occurrences.first_seen)
+        seen[1] = latest(seen[1], occurrences.last_seen)
         seen[2] += occurrences.lines
+
+
+def earliest(first: int | None, second: int | None) -> int | None:
+    """The earlier of two times, either of which may be unknown (None)."""
+    return second if first is None else first if second is None else min(first, second)
+
+
+def latest(first: int | None, second: int | None) -> int | None:
+    """The later of two times, either of which may be unknown (None)."""
+    return second if first is None else first if second is None else max(first, second)
 
 
 def mine_lines(
@@ -232,8 +243,8 @@ def mine_lines(
             found[template] = Occurrences(source, template, 1, stamp, stamp, (position,))
         else:
             found[template] = Occurrences(
-                source, template, seen.lines + 1, min(seen.first_seen, stamp),
-                max(seen.last_seen, stamp), seen.position,
+                source, template, seen.lines + 1, earliest(seen.first_seen, stamp),
+                latest(seen.last_seen, stamp), seen.position,
             )  # fmt: skip
     ids = miner.mine(found.values())
     return [ids[(source, template)] for template in templates]

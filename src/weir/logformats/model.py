@@ -20,10 +20,13 @@ class ParsedLine:
     ``level`` is the normalised name (see ``levels.CANONICAL_LEVELS``) and ``raw_level`` the text
     as written; both are None for formats without a level (syslog, OpenSSH). ``fields`` holds
     the format's other named fields that matched (name -> text as written).
+    ``timestamp_inferred`` is set when the line's own timestamp could not be read and its
+    format keeps such lines (``[timestamp] on_error``): ``timestamp`` is then the record's
+    timestamp, or None.
     """
 
     source: str
-    timestamp: datetime
+    timestamp: datetime | None
     level: str | None
     raw_level: str | None
     component: str | None
@@ -33,6 +36,7 @@ class ParsedLine:
     host: str | None = None
     thread: str | None = None
     fields: dict[str, str] = field(default_factory=dict)
+    timestamp_inferred: bool = False
 
 
 class QuarantineReason(StrEnum):

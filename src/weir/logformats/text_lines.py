@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from weir.logformats.declaration import LogFormat
+from weir.logformats.declaration import LogFormat, UnreadableTimestamp
 from weir.logformats.levels import normalise_level
 from weir.logformats.model import ParsedLine, Quarantined, QuarantineReason
 from weir.logformats.template import Masker
@@ -59,15 +59,31 @@ class TextLines:
                 raise ValueError("the line has no timestamp")
             timestamp = self._read_time(stamp, reference=reference, year=year)
         except (ValueError, OverflowError) as error:
+            return self._unreadable_time(line, fields, reference, error)
+        return self._parsed(fields, timestamp)
+
+    def _unreadable_time(
+        self,
+        line: str,
+        fields: dict[str, str | None],
+        reference: datetime | None,
+        error: Exception,
+    ) -> ParsedLine | Quarantined:
+        """The line whose timestamp cannot be read, as its format's ``on_error`` says."""
+        policy = self.format.timestamp_on_error
+        if policy == UnreadableTimestamp.QUARANTINE:
             return Quarantined(
                 source=self.name,
                 line=line,
                 reason=QuarantineReason.BAD_TIMESTAMP,
                 detail=f"invalid {self.name} timestamp: {error}",
             )
-        return self._parsed(fields, timestamp)
+        stamp = reference if policy == UnreadableTimestamp.RECORD_TIME else None
+        return self._parsed(fields, stamp, inferred=True)
 
-    def _parsed(self, fields: dict[str, str | None], timestamp: datetime) -> ParsedLine:
+    def _parsed(
+        self, fields: dict[str, str | None], timestamp: datetime | None, inferred: bool = False
+    ) -> ParsedLine:
         raw_level = fields[self._level] if self._level else None
         message = (fields[self._message] or "").strip()
         extra = {name: value for name in self._extra if (value := fields[name])}
@@ -89,4 +105,5 @@ class TextLines:
             host=(fields[self._host] or None) if self._host else None,
             thread=_optional(fields[self._thread]) if self._thread else None,
             fields=extra,
+            timestamp_inferred=inferred,
         )

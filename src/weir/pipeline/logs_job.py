@@ -4,7 +4,10 @@ Each record's value is one raw line (UTF-8); its key, when present, names the so
 (``hdfs``, ``apache``, ``syslog``, ... or an alias: any format of ``weir.logformats``, the
 shipped ones and the job's own format files, ``LogsJob.formats``); without a key the format is
 detected from the line. A line that does not parse goes to ``quarantine`` with the reason, never
-dropped. A line whose timestamp has no year takes the year of the record's timestamp.
+dropped. A line whose timestamp has no year takes the year of the record's timestamp. A line
+whose timestamp cannot be read is quarantined too, unless its format keeps such lines
+(``[timestamp] on_error``): then it is in ``logs`` with ``timestamp_inferred`` set and the
+record's timestamp, or none (filed under ``logs_writer.NULL_PARTITION``).
 
 The job is one Structured Streaming query over ``readStream.format("weir-log-files")``
 (``weir.pipeline.log_files``), from the earliest offsets, handled batch by batch with

@@ -11,8 +11,9 @@ were left, it reads each left file, adds each row's ``template_id`` and writes t
 (``write_left_rows``, one thread per file: pyarrow's compute functions and Parquet writer run
 outside Python's global lock).
 Logs files are laid out as ``logs/source=S/date=YYYY-MM-DD/hour=H/`` (columns ``LOGS_COLUMNS``;
-source, date and hour live in the path). Files are named after the task's partition and
-attempt, so a failed attempt's files never collide with the retry's.
+source, date and hour live in the path; rows without a timestamp under ``NULL_PARTITION``).
+Files are named after the task's partition and attempt, so a failed attempt's files never
+collide with the retry's.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from pyspark import TaskContext
 # Columns added later go at the end: older files simply lack them (readers see nulls).
 LOGS_COLUMNS = ("timestamp", "level", "component", "pid", "message", "template",
                 "topic", "partition", "offset", "raw_level", "host", "thread",
-                "fields", "template_id")  # fmt: skip
+                "fields", "template_id", "timestamp_inferred")  # fmt: skip
 PARSED_SUFFIX = ".arrow"
 # In the spool, beside the tasks' files; its own suffix keeps it from being taken for one.
 KNOWN_IDS_FILE = "known-template-ids.ipc"
@@ -58,6 +59,10 @@ _US_PER_HOUR = 3_600_000_000
 _US_PER_DAY = 86_400_000_000
 _EPOCH = date(1970, 1, 1)
 _KEY_SEPARATOR = "\x00"
+# Rows without a timestamp (a format's ``on_error = "null"``) go to date=/hour= directories of
+# Hive's name for null, which Spark reads back as null partition values.
+NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+_UNTIMED_DAY = 9_000_000  # after 9999-12-31, the last day a timestamp can have
 
 
 def task_name() -> str:
@@ -129,7 +134,7 @@ class LogsFiles:
 
     def __init__(self, files: DirectoryFiles) -> None:
         self.files = files
-        self._logs: dict[tuple[str, str, int], list[pa.Table]] = {}
+        self._logs: dict[tuple[str, str, str], list[pa.Table]] = {}
         self._buffered = 0
 
     def add(self, logs: pa.Table) -> None:
@@ -139,9 +144,7 @@ class LogsFiles:
         by directory."""
         if logs.num_rows == 0:
             return
-        micros = pc.cast(logs.column("timestamp"), pa.int64()).to_numpy(zero_copy_only=False)
-        days = np.floor_divide(micros, _US_PER_DAY)
-        hours = np.floor_divide(micros, _US_PER_HOUR) % 24
+        days, hours = _days_and_hours(logs.column("timestamp"))
         sources = logs.column("source").combine_chunks().dictionary_encode()
         names = sources.dictionary.to_pylist()
         indices = sources.indices.to_numpy().astype(np.int64)
@@ -157,12 +160,12 @@ class LogsFiles:
             firsts = order[starts]
             table = table.take(pa.array(order))
         ends = np.r_[starts[1:], len(code)]
-        keys: dict[int, tuple[str, str, int]] = {}
+        keys: dict[int, tuple[str, str, str]] = {}
         for start, end, at in zip(starts.tolist(), ends.tolist(), firsts.tolist(), strict=True):
             key = keys.get(int(code[at]))
             if key is None:
-                day = (_EPOCH + timedelta(days=int(days[at]))).isoformat()
-                key = keys[int(code[at])] = (names[int(indices[at])], day, int(hours[at]))
+                day, hour = _partition_values(int(days[at]), int(hours[at]))
+                key = keys[int(code[at])] = (names[int(indices[at])], day, hour)
             self._logs.setdefault(key, []).append(table.slice(start, end - start))
         self._buffered += logs.num_rows
         if self._buffered >= ROWS_PER_FLUSH:
@@ -178,6 +181,24 @@ class LogsFiles:
         self._logs, self._buffered = {}, 0
         if len(self.files) > MAX_OPEN_FILES:
             self.files.close()
+
+
+def _days_and_hours(stamps: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's day since the epoch and hour of the day (int64); ``_UNTIMED_DAY`` and 0 for
+    a row without a timestamp."""
+    micros = pc.cast(stamps, pa.int64())
+    timed = micros.is_valid().to_numpy(zero_copy_only=False)
+    values = micros.fill_null(0).to_numpy(zero_copy_only=False)
+    days = np.where(timed, np.floor_divide(values, _US_PER_DAY), _UNTIMED_DAY)
+    hours = np.where(timed, np.floor_divide(values, _US_PER_HOUR) % 24, 0)
+    return days, hours
+
+
+def _partition_values(day: int, hour: int) -> tuple[str, str]:
+    """The ``date`` and ``hour`` of a directory; Hive's null for rows without a timestamp."""
+    if day == _UNTIMED_DAY:
+        return NULL_PARTITION, NULL_PARTITION
+    return (_EPOCH + timedelta(days=day)).isoformat(), str(hour)
 
 
 def template_ids_table(ids: Mapping[tuple[str, str], int]) -> pa.Table:

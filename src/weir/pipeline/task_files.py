@@ -35,7 +35,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from weir.logformats import FormatRegistry
 from weir.logformats.batch import PARSED_SCHEMA, BatchParser
-from weir.logformats.mining import Occurrences
+from weir.logformats.mining import Occurrences, earliest, latest
 from weir.pipeline import logs_writer
 from weir.pipeline.logs_writer import (
     LOGS_COLUMNS,
@@ -57,7 +57,8 @@ PARSED_ARROW = pa.schema(
     [*PARSED_SCHEMA, ("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64())]
 )
 # The rows a task leaves for the driver: the logs columns but the template id, and source.
-PARSED_LOGS = pa.schema([PARSED_ARROW.field(name) for name in (*LOGS_COLUMNS[:-1], "source")])
+PARSED_LOGS = pa.schema([PARSED_ARROW.field(name) for name in (*LOGS_COLUMNS, "source")
+                         if name != "template_id"])  # fmt: skip
 # ``MANIFEST`` in Arrow: the batch in which a task returns its manifest.
 MANIFEST_ARROW = to_arrow_schema(MANIFEST)
 PARSE_ROWS = 200_000  # raw records a task buffers before it parses them
@@ -280,8 +281,8 @@ class TaskFiles:
                 found[key] = Occurrences(source, template, lines, first, last, (partition, offset))
             else:
                 found[key] = Occurrences(
-                    source, template, seen.lines + lines, min(seen.first_seen, first),
-                    max(seen.last_seen, last), min(seen.position, (partition, offset)),
+                    source, template, seen.lines + lines, earliest(seen.first_seen, first),
+                    latest(seen.last_seen, last), min(seen.position, (partition, offset)),
                 )  # fmt: skip
 
     def _flush(self) -> None:

@@ -4,7 +4,7 @@ own format, the errors a broken format file gives, and ``weir logs formats``."""
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pyarrow as pa  # type: ignore[import-untyped]
@@ -226,3 +226,68 @@ def test_an_unknown_key_names_itself_in_the_quarantine() -> None:
     assert isinstance(result, Quarantined)
     assert result.reason == QuarantineReason.UNKNOWN_SOURCE
     assert "'orders'" in result.detail
+
+
+def _kept_format(on_error: str) -> str:
+    return f"""\
+name = "game"
+detect = false
+pattern = '%{{NOTSPACE:ts}} %{{LOGLEVEL:level}} %{{GREEDYDATA:message}}'
+[timestamp]
+field = "ts"
+format = "%Y-%m-%dT%H:%M:%S"
+on_error = "{on_error}"
+"""
+
+
+KEPT_LINES = [b"2024-03-01T12:00:00 INFO readable", b"12:00 INFO no date",
+              b"2024-02-30T12:00:00 WARN no such day"]  # fmt: skip
+RECORD_TIME = datetime(2024, 3, 1, 12, 5, 9, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("on_error", "unreadable_time"),
+    [("record_time", RECORD_TIME), ("null", None)],
+)
+def test_a_format_may_keep_lines_whose_timestamp_it_cannot_read(
+    on_error: str, unreadable_time: datetime | None
+) -> None:
+    declared = load_text(_kept_format(on_error), "game.toml")
+    registry = FormatRegistry.of([*FormatRegistry.builtin(), declared])
+    keys = pa.array([b"game"] * len(KEPT_LINES), pa.binary())
+    values = pa.array(KEPT_LINES, pa.binary())
+    references = pa.array([RECORD_TIME] * len(KEPT_LINES), pa.timestamp("us", tz="UTC"))
+    batch = BatchParser(year=YEAR, registry=registry).parse(keys, values, references)
+    expected = parse_rows(LineParser(year=YEAR, registry=registry), keys.to_pylist(),
+                          KEPT_LINES, references.to_pylist())  # fmt: skip
+    assert batch.equals(expected)
+    assert batch.column("parsed").to_pylist() == [1, 1, 1]
+    assert batch.column("timestamp").to_pylist() == [
+        datetime(2024, 3, 1, 12, tzinfo=UTC), unreadable_time, unreadable_time
+    ]
+    assert batch.column("timestamp_inferred").to_pylist() == [False, True, True]
+    assert batch.column("message").to_pylist() == ["readable", "no date", "no such day"]
+
+
+def test_by_default_a_line_whose_timestamp_cannot_be_read_is_quarantined() -> None:
+    declared = load_text(_kept_format("quarantine").replace('on_error = "quarantine"\n', ""), "g")
+    parser = LineParser(year=YEAR, registry=FormatRegistry.of([declared]))
+    result = parser.parse("game", "12:00 INFO no date", RECORD_TIME.replace(tzinfo=None))
+    assert isinstance(result, Quarantined) and result.reason == QuarantineReason.BAD_TIMESTAMP
+    readable = parser.parse("game", "2024-03-01T12:00:00 INFO readable")
+    assert isinstance(readable, ParsedLine) and not readable.timestamp_inferred
+
+
+def test_record_time_without_a_record_keeps_the_line_without_a_time() -> None:
+    parser = LineParser(year=YEAR, registry=FormatRegistry.of([load_text(
+        _kept_format("record_time"), "g")]))  # fmt: skip
+    result = parser.parse("game", "12:00 INFO no date")
+    assert isinstance(result, ParsedLine)
+    assert (result.timestamp, result.timestamp_inferred) == (None, True)
+
+
+def test_an_unknown_on_error_choice_names_the_choices_and_the_line() -> None:
+    with pytest.raises(FormatFileError) as raised:
+        load_text(_kept_format("drop"), "game.toml")
+    assert str(raised.value).startswith("game.toml:7: ")
+    assert "'quarantine', 'record_time', 'null'" in str(raised.value)

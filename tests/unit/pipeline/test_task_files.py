@@ -28,13 +28,15 @@ from weir.pipeline.logs_writer import (
 from weir.pipeline.task_files import QUARANTINE_COLUMNS, line_counts
 
 
-def write_task(staging: str) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+def write_task(
+    staging: str, formats: tuple[str, ...] = ()
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """Both steps of a batch, as the job runs them: the task's parse, the driver's mining of its
     masked messages, and the writing of its parsed rows as logs files, whose paths are added to
     the task's manifest."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        (manifest,) = list(task_files.write_task(staging)(batches))
+        (manifest,) = list(task_files.write_task(staging, formats)(batches))
         rows = manifest.to_pylist()
         ids = TemplateIds(template_ids_table(TemplateMiner().mine(occurrences_of(rows))))
         parsed = [row["path"] for row in rows if row["kind"] == "parsed"]
@@ -241,3 +243,43 @@ def test_planning_the_stream_does_not_import_the_parser() -> None:
         "assert not loaded, loaded\n"
     )
     subprocess.run([sys.executable, "-c", probe], check=True)
+
+
+KEPT = """\
+name = "{name}"
+detect = false
+pattern = '%{{NOTSPACE:ts}} %{{LOGLEVEL:level}} %{{GREEDYDATA:message}}'
+[timestamp]
+field = "ts"
+format = "%Y-%m-%dT%H:%M:%S"
+on_error = "{on_error}"
+"""
+
+
+def test_lines_kept_without_their_own_time_are_flagged_and_filed_by_the_time_they_have(
+    tmp_path: Path,
+) -> None:
+    formats = tmp_path / "formats"
+    formats.mkdir()
+    (formats / "timed.toml").write_text(KEPT.format(name="timed", on_error="record_time"))
+    (formats / "untimed.toml").write_text(KEPT.format(name="untimed", on_error="null"))
+    records = [(b"timed", b"2024-03-01T10:00:00 INFO own time"), (b"timed", b"?? INFO record's"),
+               (b"untimed", b"?? INFO none"), (b"untimed", b"?? ERROR none either")]  # fmt: skip
+    batch = _batch(records, 0)
+    record_time = pa.array([1_717_243_200_000_000] * 4, pa.int64())  # 2024-06-01 12:00 UTC
+    batch = batch.append_column("timestamp", record_time.cast(pa.timestamp("us", tz="UTC")))
+    spool = tmp_path / "spool"
+    (manifest,) = list(write_task(str(spool), (str(formats),))(iter([batch])))
+    files = sorted(row["path"] for row in manifest.to_pylist() if row["kind"] == "file")
+    assert [f.rsplit("/", 1)[0] for f in files] == [
+        "logs/source=timed/date=2024-03-01/hour=10",
+        "logs/source=timed/date=2024-06-01/hour=12",
+        "logs/source=untimed/date=__HIVE_DEFAULT_PARTITION__/hour=__HIVE_DEFAULT_PARTITION__",
+    ]
+    own, recorded, untimed = (pq.read_table(spool / f) for f in files)
+    assert own.column("timestamp_inferred").to_pylist() == [False]
+    assert recorded.column("timestamp_inferred").to_pylist() == [True]
+    assert untimed.column("timestamp").to_pylist() == [None, None]
+    assert untimed.column("timestamp_inferred").to_pylist() == [True, True]
+    assert untimed.column("message").to_pylist() == ["none", "none either"]
+    assert None not in untimed.column("template_id").to_pylist()
