@@ -1,9 +1,14 @@
-"""`weir logs formats list|test`: the registered log formats, and a format tried on a file.
+"""`weir logs formats list|test|detect`: the registered log formats, a format tried on a file,
+and which format detection picks for a file's lines.
 
 ``list`` prints the formats (shipped, plus those of ``--formats``) one JSON object a line;
 ``test FORMAT FILE`` parses each line of FILE as FORMAT (a name, or a format file) and prints
 one JSON object per line — its fields, or why it failed and where the pattern stops matching —
 then a summary. It exits 1 when a line failed, 2 when a format file is invalid.
+``detect FILE`` prints, per format detection gave lines to, their number and the first of them,
+then the lines no format took (per reason) and a summary; it warns on standard error for each
+user format that takes lines a shipped format would have taken. It exits 1 when some line was
+not detected, 2 when a format file is invalid.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from typing import Any
 
 from weir.logformats import FormatFileError, FormatRegistry, LineParser, load_file
 from weir.logformats.debugger import try_lines
+from weir.logformats.detection import Share, detection_report
 
 
 def register(commands: Any) -> None:
@@ -33,6 +39,12 @@ def register(commands: Any) -> None:
     trial.add_argument("--year", type=int, help="year of timestamps without one (default: this)")
     add_formats_option(trial)
     trial.set_defaults(run=run_test)
+    detect = actions.add_parser("detect", help="which format detection picks for each line")
+    detect.add_argument("file", type=Path, help="lines to detect ('-': standard input)")
+    detect.add_argument("--examples", type=int, default=3, metavar="N",
+                        help="lines shown per format and per reason (default 3)")  # fmt: skip
+    add_formats_option(detect)
+    detect.set_defaults(run=run_detect)
 
 
 def add_formats_option(parser: argparse.ArgumentParser) -> None:
@@ -81,9 +93,8 @@ def run_test(args: argparse.Namespace) -> int:
     if name is None:
         print(f"weir: no format {args.format!r}; see `weir logs formats list`", file=sys.stderr)
         return 2
-    text = sys.stdin.read() if str(args.file) == "-" else args.file.read_text(encoding="utf-8")
     parser = LineParser(year=args.year or date.today().year, registry=registry)
-    reports = try_lines(parser, name, [line for line in text.splitlines() if line.strip()])
+    reports = try_lines(parser, name, [line for line in _lines_of(args.file) if line.strip()])
     for report in reports:
         print(json.dumps(report.as_json()))
     failed = sum(not report.parsed for report in reports)
@@ -91,6 +102,43 @@ def run_test(args: argparse.Namespace) -> int:
                "failed": failed}  # fmt: skip
     print(json.dumps({"summary": summary}))
     return 1 if failed else 0
+
+
+def run_detect(args: argparse.Namespace) -> int:
+    try:
+        registry = registry_of(args.formats)
+    except FormatFileError as error:
+        print(f"weir: {error}", file=sys.stderr)
+        return 2
+    lines = [(n, line) for n, line in enumerate(_lines_of(args.file), 1) if line.strip()]
+    report = detection_report(registry, lines, examples=args.examples)
+    for name, share in sorted(report.taken.items(), key=lambda item: -item[1].lines):
+        print(json.dumps({"format": name, "lines": share.lines, "first": _numbered(share)}))
+    for reason, share in sorted(report.undetected.items()):
+        row = {"format": None, "reason": reason, "lines": share.lines, "first": _numbered(share)}
+        print(json.dumps(row))
+    undetected = sum(share.lines for share in report.undetected.values())
+    summary = {"lines": report.lines, "detected": report.lines - undetected,
+               "undetected": undetected}  # fmt: skip
+    print(json.dumps({"summary": summary}))
+    for found in report.shadowing:
+        print(
+            f"weir: warning: the format {found.user} ({found.user_file}) shadows the built-in "
+            f"{found.builtin}: it takes {found.lines} line(s) that {found.builtin} would take "
+            f"(first: line {found.first[0]}); if they are not {found.user}'s, give them a key "
+            f"or set detect = false in {found.user_file}",
+            file=sys.stderr,
+        )
+    return 1 if undetected else 0
+
+
+def _lines_of(path: Path) -> list[str]:
+    text = sys.stdin.read() if str(path) == "-" else path.read_text(encoding="utf-8")
+    return text.splitlines()
+
+
+def _numbered(share: Share) -> list[dict[str, object]]:
+    return [{"line_number": number, "line": line} for number, line in share.first]
 
 
 def _registry_and_name(args: argparse.Namespace) -> tuple[FormatRegistry, str | None]:

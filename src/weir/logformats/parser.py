@@ -42,12 +42,18 @@ class LineParser:
 
     def detect(self, line: str) -> str | None:
         """The name of the format detection reads ``line`` with, or None (also if ambiguous)."""
+        matching = self.candidates(line)
+        return matching[0] if len(matching) == 1 else None
+
+    def candidates(self, line: str) -> tuple[str, ...]:
+        """The most specific detecting formats whose pattern matches ``line``: one name when
+        detection reads it, several when it is ambiguous, none when no format matches."""
         stripped = line.strip()
         for group in self.registry.detection:
-            matching = [reader.name for reader in group if reader.matches(stripped)]
+            matching = tuple(reader.name for reader in group if reader.matches(stripped))
             if matching:
-                return matching[0] if len(matching) == 1 else None
-        return None
+                return matching
+        return ()
 
     def _named(
         self, source: str, line: str, stripped: str, reference: datetime | None
