@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from weir.logformats.parser import LineParser
 from weir.logformats.registry import FormatRegistry
 
-NUMBERED = tuple[int, str]  # a line's number in its file (from 1) and its text
+Numbered = tuple[int, str]  # a line's number in its file (from 1) and its text
 
 
 @dataclass(slots=True)
@@ -24,9 +24,9 @@ class Share:
     """The lines one outcome took: how many, and the first ``examples`` of them."""
 
     lines: int = 0
-    first: list[NUMBERED] = field(default_factory=list)
+    first: list[Numbered] = field(default_factory=list)
 
-    def add(self, numbered: NUMBERED, examples: int) -> None:
+    def add(self, numbered: Numbered, examples: int) -> None:
         self.lines += 1
         if len(self.first) < examples:
             self.first.append(numbered)
@@ -40,7 +40,7 @@ class Shadowing:
     user_file: str
     builtin: str
     lines: int
-    first: NUMBERED
+    first: Numbered
 
 
 @dataclass(slots=True)
@@ -59,7 +59,7 @@ class DetectionReport:
 
 def detection_report(
     registry: FormatRegistry,
-    lines: Iterable[NUMBERED],
+    lines: Iterable[Numbered],
     *,
     builtin: FormatRegistry | None = None,
     examples: int = 3,

@@ -9,6 +9,8 @@ from datetime import datetime
 import numpy as np
 import pyarrow as pa  # type: ignore[import-untyped]
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from weir.logformats import FormatRegistry, LineParser, ParsedLine, load_text
 from weir.logformats.batch import BatchParser, parse_rows
@@ -123,3 +125,22 @@ def test_a_declared_format_with_unpadded_milliseconds_parses_alike_in_both_parse
     parsed = LineParser(year=2024, registry=registry).parse("game", lines[0].decode())
     assert isinstance(parsed, ParsedLine) and parsed.message == "a"
     assert np.all(batch.column("parsed").to_numpy()[:3] == 1)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    moment=st.datetimes(min_value=datetime(1990, 1, 1), max_value=datetime(2060, 12, 31)),
+    padded=st.lists(st.booleans(), min_size=5, max_size=5),
+)
+def test_unpadded_numbers_read_as_pythons_strptime_reads_them(
+    moment: datetime, padded: list[bool]
+) -> None:
+    numbers = (moment.month, moment.day, moment.hour, moment.minute, moment.second)
+    month, day, hour, minute, second = (
+        f"{n:02d}" if pad else str(n) for n, pad in zip(numbers, padded, strict=True)
+    )
+    text = f"{moment.year}-{month}-{day} {hour}:{minute}:{second}"
+    syntax = "%Y-%m-%d %H:%M:%S"
+    expected = datetime.strptime(text, syntax)
+    assert TimestampReader.of([syntax]).read(text, reference=None, year=0) == expected
+    assert _column(syntax, [text]) == [expected]
