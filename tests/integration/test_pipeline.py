@@ -8,7 +8,7 @@ import subprocess
 import sys
 from collections import Counter
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -420,6 +420,53 @@ def test_logs_etl_once_over_demo_samples(
     assert again["records"] == 0 and again["warehouse"] == str(warehouse)
     assert read_logs(spark, warehouse).count() == total_logs + 1
     assert read_templates(spark, warehouse).count() == len(per_id)
+
+
+KEPT_FORMAT = """\
+name = "{name}"
+detect = false
+pattern = '%{{NOTSPACE:ts}} %{{GREEDYDATA:message}}'
+[timestamp]
+field = "ts"
+format = "%Y-%m-%dT%H:%M:%S"
+on_error = "{on_error}"
+"""
+
+
+def test_logs_etl_keeps_lines_whose_timestamp_it_cannot_read_when_their_format_says_so(
+    spark: Any, shared_broker: BrokerProcess, tmp_path: Path
+) -> None:
+    bootstrap = shared_broker.bootstrap
+    create_topic(bootstrap, "unreadable", 1)
+    stamped = 1_704_412_800_000  # the records' time: 2024-01-05T00:00:00Z
+    lines = [(b"timed", b"2024-03-01T10:00:00 own time"), (b"timed", b"?? record's time"),
+             (b"untimed", b"?? no time"), (b"quarantined", b"?? quarantined")]  # fmt: skip
+    produce(bootstrap, "unreadable",
+            [{"key": key, "value": value, "timestamp": stamped} for key, value in lines])
+    formats = tmp_path / "formats"
+    formats.mkdir()
+    for name, on_error in (("timed", "record_time"), ("untimed", "null"),
+                           ("quarantined", "quarantine")):  # fmt: skip
+        (formats / f"{name}.toml").write_text(KEPT_FORMAT.format(name=name, on_error=on_error))
+    warehouse = tmp_path / "warehouse"
+    report = run_logs_job_command([
+        "--topic", "unreadable", "--warehouse", str(warehouse), "--checkpoint",
+        str(tmp_path / "checkpoint"), "--bootstrap-server", bootstrap, "--once",
+        "--master", "local[2]", "--formats", str(formats),
+    ])  # fmt: skip
+    assert (report["logs"], report["quarantined"]) == (3, 1)
+    rows = read_logs(spark, warehouse).selectExpr(
+        "message", "timestamp_inferred", "unix_millis(timestamp) as ms", "date", "hour"
+    ).collect()
+    found = {r["message"]: (r["timestamp_inferred"], r["ms"], r["date"], r["hour"]) for r in rows}
+    own = datetime(2024, 3, 1, 10, tzinfo=UTC)
+    assert found == {
+        "own time": (False, int(own.timestamp() * 1000), own.date(), 10),
+        "record's time": (True, stamped, date(2024, 1, 5), 0),
+        "no time": (True, None, None, None),
+    }
+    quarantine = spark.read.parquet(str(warehouse / "quarantine")).collect()
+    assert [(r["source"], r["reason"]) for r in quarantine] == [("quarantined", "bad-timestamp")]
 
 
 def run_etl(bootstrap: str, warehouse: Path, checkpoint: Path, *extra: str) -> dict[str, Any]:
