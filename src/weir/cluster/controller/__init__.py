@@ -11,6 +11,9 @@
 - `leadership`: elections, leader balance, AlterPartition, controlled shutdown (in Kafka's
   `KafkaController`);
 - `zk`: the controller's fenced reads and writes of znodes (`KafkaZkClient`).
+
+Every module logs as `weir.cluster.controller`, the one name operators filter the controller's
+log on: state changes at INFO, faults at WARNING and ERROR.
 """
 
 from weir.cluster.controller.controller import Controller

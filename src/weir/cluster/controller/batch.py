@@ -31,7 +31,7 @@ from weir.cluster.requests import (
 from weir.cluster.znodes import BrokerRegistration, PartitionState
 from weir.protocol.apis import InterBrokerApiKey
 
-log = logging.getLogger(__name__)
+log = logging.getLogger(__package__)
 
 #: UpdateMetadata's leader for a partition being deleted (Kafka's LeaderDuringDelete)
 LEADER_DURING_DELETE = -2

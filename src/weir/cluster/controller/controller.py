@@ -70,7 +70,7 @@ from weir.cluster.controller.zk import ControllerMovedError, ControllerZkClient
 from weir.cluster.zk_client import ZooKeeper, ZooKeeperError
 from weir.cluster.znodes import NO_LEADER, ZnodeFormatError
 
-log = logging.getLogger(__name__)
+log = logging.getLogger(__package__)
 
 RETRY_ELECTION_MS = 1000
 DEFAULT_BALANCE = LeaderBalance()

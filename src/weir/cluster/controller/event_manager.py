@@ -15,7 +15,7 @@ from collections.abc import Callable
 from weir.clock import Clock
 from weir.cluster.controller.events import ControllerEvent, Shutdown
 
-log = logging.getLogger(__name__)
+log = logging.getLogger(__package__)
 
 
 class ControllerEventManager:

@@ -28,7 +28,7 @@ from weir.cluster.controller.state_machines import PartitionStateMachine
 from weir.cluster.controller.zk import ControllerZkClient
 from weir.cluster.znodes import NO_LEADER, PartitionState
 
-log = logging.getLogger(__name__)
+log = logging.getLogger(__package__)
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,7 +33,7 @@ from weir.cluster.zk_client import ZooKeeperError
 from weir.cluster.znodes import NO_LEADER
 from weir.cluster.znodes import PartitionState as LeaderAndIsr
 
-log = logging.getLogger(__name__)
+log = logging.getLogger(__package__)
 
 
 def _log_moves(kind: str, moves: Counter[tuple[str, str]]) -> None:

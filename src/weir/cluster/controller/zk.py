@@ -35,7 +35,7 @@ from weir.cluster.znodes import (
     ZnodeFormatError,
 )
 
-log = logging.getLogger(__name__)
+log = logging.getLogger(__package__)
 
 
 class ControllerMovedError(Exception):
