@@ -164,32 +164,37 @@ class ControllerBrokerRequestBatch:
         self._brokers = {}
 
     def _send(self, broker: int, entries: _BrokerRequests) -> None:
-        context = self._context
-        broker_epoch = context.live_brokers[broker].epoch
+        broker_epoch = self._context.live_brokers[broker].epoch
         if entries.leader_and_isr:
-            views = list(entries.leader_and_isr.values())
-            leaders = sorted({v.state.leader for v in views})
-            body = leader_and_isr_request(
-                self._controller_id, context.epoch, broker_epoch, views,
-                [context.live_brokers[n] for n in leaders if n in context.live_brokers],
-                full=entries.full, listener=self._listener,
-            )  # fmt: skip
-            self._channels.send(broker, InterBrokerApiKey.LEADER_AND_ISR, LEADER_AND_ISR_VERSION,
-                                body, _leader_and_isr_answered(broker))  # fmt: skip
+            self._send_leader_and_isr(broker, broker_epoch, entries)
         for delete in (True, False):
             stopped = [tp for tp, d in entries.stop_replica.items() if d is delete]
             if stopped:
-                body = stop_replica_request(self._controller_id, context.epoch, broker_epoch,
-                                            stopped, delete=delete)  # fmt: skip
+                body = stop_replica_request(self._controller_id, self._context.epoch,
+                                            broker_epoch, stopped, delete=delete)  # fmt: skip
                 self._channels.send(broker, InterBrokerApiKey.STOP_REPLICA, STOP_REPLICA_VERSION,
                                     body)  # fmt: skip
         if entries.update_metadata is not None:
-            body = update_metadata_request(
-                self._controller_id, context.epoch, broker_epoch,
-                list(entries.update_metadata.values()), list(context.live_brokers.values()),
-            )  # fmt: skip
-            self._channels.send(broker, InterBrokerApiKey.UPDATE_METADATA,
-                                UPDATE_METADATA_VERSION, body)  # fmt: skip
+            self._send_update_metadata(broker, broker_epoch, entries.update_metadata)
+
+    def _send_leader_and_isr(self, broker: int, broker_epoch: int,
+                             entries: _BrokerRequests) -> None:  # fmt: skip
+        live = self._context.live_brokers
+        views = list(entries.leader_and_isr.values())
+        leaders = [live[n] for n in sorted({v.state.leader for v in views}) if n in live]
+        body = leader_and_isr_request(self._controller_id, self._context.epoch, broker_epoch,
+                                      views, leaders, full=entries.full,
+                                      listener=self._listener)  # fmt: skip
+        self._channels.send(broker, InterBrokerApiKey.LEADER_AND_ISR, LEADER_AND_ISR_VERSION,
+                            body, _leader_and_isr_answered(broker))  # fmt: skip
+
+    def _send_update_metadata(self, broker: int, broker_epoch: int,
+                              views: dict[TopicPartition, PartitionView]) -> None:  # fmt: skip
+        body = update_metadata_request(self._controller_id, self._context.epoch, broker_epoch,
+                                       list(views.values()),
+                                       list(self._context.live_brokers.values()))  # fmt: skip
+        self._channels.send(broker, InterBrokerApiKey.UPDATE_METADATA, UPDATE_METADATA_VERSION,
+                            body)  # fmt: skip
 
 
 def _leader_and_isr_answered(broker: int) -> Callable[[Any], None]:
