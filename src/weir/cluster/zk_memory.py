@@ -77,7 +77,9 @@ class _Resolved:
 
 
 class InMemoryZooKeeper:
-    """The ensemble: znodes, sessions and their watches."""
+    """The ensemble: znodes, sessions and their watches.
+
+    Thread-safety: any thread; `_lock` guards the tree and the sessions."""
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
