@@ -38,6 +38,7 @@ from weir.cluster.requests import (
     stop_replica_request,
     update_metadata_request,
 )
+from weir.cluster.requests import PartitionView as RequestedPartition
 from weir.cluster.znodes import BrokerRegistration, PartitionState, parse_topic_id
 
 SESSION_TIMEOUT_S = 6
@@ -243,17 +244,15 @@ def stale_requests(
     broker_epoch = stat.czxid
     document = zk_view.json(f"/brokers/topics/{topic}")
     replicas = tuple(document["partitions"]["0"])
-    view = {
-        "topic": topic,
-        "topic_id": parse_topic_id(document["topic_id"]),
-        "index": 0,
+    view = RequestedPartition(
+        topic=topic,
+        topic_id=parse_topic_id(document["topic_id"]),
+        index=0,
         # The old controller claims it leads partition 0 with a far newer leader epoch.
-        "state": PartitionState(
-            leader=old, leader_epoch=1000, isr=(old,), controller_epoch=old_epoch
-        ),
-        "zk_version": 1000,
-        "replicas": replicas,
-    }
+        state=PartitionState(leader=old, leader_epoch=1000, isr=(old,), controller_epoch=old_epoch),
+        zk_version=1000,
+        replicas=replicas,
+    )
     only_old = [BrokerRegistration(node_id=old, host=registration["host"], port=1)]
     bodies = {
         "UpdateMetadata": (UPDATE_METADATA, UPDATE_METADATA_VERSION,

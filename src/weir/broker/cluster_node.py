@@ -51,6 +51,7 @@ from weir.cluster.requests import (
     alter_partition_request,
     controlled_shutdown_request,
 )
+from weir.cluster.zk_client import KazooZooKeeper
 from weir.cluster.znodes import NO_LEADER, BrokerEndpoint, BrokerRegistration
 from weir.cluster.zookeeper import ZooKeeperMetadataStore
 from weir.protocol.apis import ApiKey, InterBrokerApiKey
@@ -168,7 +169,7 @@ class ClusterNode:
         #: how this broker connects to the others (the inter-broker listener's security)
         self.peer_security = InterBrokerSecurity.from_config(config)
         self.controller = Controller(
-            self.store,
+            KazooZooKeeper(self.store),
             config.node_id,
             request_timeout_s=config.controller_socket_timeout_ms / 1000,
             unclean_leader_election=config.log_defaults.unclean_leader_election_enable,

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from weir.cluster.znodes import SECURITY_PROTOCOL_IDS, BrokerRegistration
+from weir.cluster.znodes import SECURITY_PROTOCOL_IDS, BrokerRegistration, PartitionState
 from weir.protocol.apis import ApiKey
 from weir.protocol.codec import request_module
 from weir.protocol.kio_legacy.controlled_shutdown.v3 import request as _shutdown
@@ -30,10 +31,25 @@ UPDATE_METADATA_VERSION = 7
 TYPE_INCREMENTAL, TYPE_FULL = 0, 1
 
 
-def _by_topic(views: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    topics: dict[str, list[dict[str, Any]]] = {}
+@dataclass(frozen=True, slots=True)
+class PartitionView:
+    """One partition as the controller tells brokers of it: its leader and ISR (`state`), the
+    version of its state znode (the partition epoch) and its assigned replicas."""
+
+    topic: str
+    topic_id: uuid.UUID
+    index: int
+    state: PartitionState
+    zk_version: int
+    replicas: tuple[int, ...]
+    #: LeaderAndIsr's is_new: the partition was just created
+    is_new: bool = False
+
+
+def _by_topic(views: Sequence[PartitionView]) -> dict[str, list[PartitionView]]:
+    topics: dict[str, list[PartitionView]] = {}
     for view in views:
-        topics.setdefault(view["topic"], []).append(view)
+        topics.setdefault(view.topic, []).append(view)
     return topics
 
 
@@ -41,29 +57,27 @@ def leader_and_isr_request(
     controller_id: int,
     controller_epoch: int,
     broker_epoch: int,
-    views: Sequence[dict[str, Any]],
+    views: Sequence[PartitionView],
     live_leaders: Sequence[BrokerRegistration],
     *,
-    is_new: bool = False,
     full: bool = False,
     listener: str | None = None,
 ) -> Any:
-    """`views`: dicts with topic, topic_id, index, state (PartitionState), zk_version, replicas.
-    Live leaders are given by their address on `listener` (the inter-broker listener)."""
+    """Live leaders are given by their address on `listener` (the inter-broker listener)."""
     topics = tuple(
         lai.LeaderAndIsrTopicState(
             topic_name=topic,
-            topic_id=partitions[0]["topic_id"],
+            topic_id=partitions[0].topic_id,
             partition_states=tuple(
                 lai.LeaderAndIsrPartitionState(
-                    partition_index=v["index"],
-                    controller_epoch=v["state"].controller_epoch,
-                    leader=v["state"].leader,
-                    leader_epoch=v["state"].leader_epoch,
-                    isr=tuple(v["state"].isr),
-                    partition_epoch=v["zk_version"],
-                    replicas=tuple(v["replicas"]),
-                    is_new=is_new,
+                    partition_index=v.index,
+                    controller_epoch=v.state.controller_epoch,
+                    leader=v.state.leader,
+                    leader_epoch=v.state.leader_epoch,
+                    isr=tuple(v.state.isr),
+                    partition_epoch=v.zk_version,
+                    replicas=tuple(v.replicas),
+                    is_new=v.is_new,
                 )
                 for v in partitions
             ),
@@ -88,24 +102,24 @@ def update_metadata_request(
     controller_id: int,
     controller_epoch: int,
     broker_epoch: int,
-    views: Sequence[dict[str, Any]],
+    views: Sequence[PartitionView],
     live_brokers: Sequence[BrokerRegistration],
 ) -> Any:
     live = {b.node_id for b in live_brokers}
     topics = tuple(
         um.UpdateMetadataTopicState(
             topic_name=topic,
-            topic_id=partitions[0]["topic_id"],
+            topic_id=partitions[0].topic_id,
             partition_states=tuple(
                 um.UpdateMetadataPartitionState(
-                    partition_index=v["index"],
-                    controller_epoch=v["state"].controller_epoch,
-                    leader=v["state"].leader,
-                    leader_epoch=v["state"].leader_epoch,
-                    isr=tuple(v["state"].isr),
-                    zk_version=v["zk_version"],
-                    replicas=tuple(v["replicas"]),
-                    offline_replicas=tuple(r for r in v["replicas"] if r not in live),
+                    partition_index=v.index,
+                    controller_epoch=v.state.controller_epoch,
+                    leader=v.state.leader,
+                    leader_epoch=v.state.leader_epoch,
+                    isr=tuple(v.state.isr),
+                    zk_version=v.zk_version,
+                    replicas=tuple(v.replicas),
+                    offline_replicas=tuple(r for r in v.replicas if r not in live),
                 )
                 for v in partitions
             ),
