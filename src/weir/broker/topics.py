@@ -178,7 +178,13 @@ class TopicManager:
             raise TopicError(ErrorCode.policy_violation, refusal)
 
     def _reserved_for_internal(self, topics: Collection[str], brokers: int) -> int:
-        """Room kept for the internal topics not created yet, as this broker would create them."""
+        """Room kept for the internal topics not created yet, as this broker would create them,
+        but never more than half the limit: a broker whose descriptors cannot hold them all (a
+        small RLIMIT_NOFILE) still takes topics of its own."""
+        limit = self.config.max_partitions_per_broker * brokers
+        return min(self._internal_shapes(topics, brokers), limit // 2)
+
+    def _internal_shapes(self, topics: Collection[str], brokers: int) -> int:
         c = self.config
         shapes = {
             OFFSETS_TOPIC: (c.offsets_topic_num_partitions, c.offsets_topic_replication_factor),

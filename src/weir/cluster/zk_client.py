@@ -75,6 +75,8 @@ class CheckVersion:
 class CreateNode:
     path: str
     data: bytes = b""
+    #: owned by the session that runs the transaction, and gone with it
+    ephemeral: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,8 +255,8 @@ class KazooZooKeeper:
             match op:
                 case CheckVersion(path, version):
                     transaction.check(path, version)
-                case CreateNode(path, data):
-                    transaction.create(path, data)
+                case CreateNode(path, data, ephemeral):
+                    transaction.create(path, data, ephemeral=ephemeral)
                 case SetData(path, data, version):
                     transaction.set_data(path, data, version)
                 case DeleteNode(path, version):

@@ -152,15 +152,15 @@ class InMemoryZooKeeper:
             case CheckVersion(path, version):
                 self._check(path, version)
                 return None, set()
-            case CreateNode(path, data):
-                return None, self._add(path, data, owner)
+            case CreateNode(path, data, ephemeral):
+                return None, self._add(path, data, owner if ephemeral else 0)
             case SetData(path, data, version):
                 return self._write(path, data, version)
             case DeleteNode(path, version):
                 return None, self._remove(path, version)
         raise AssertionError(op)
 
-    def _multi(self, ops: Sequence[Op]) -> tuple[list[OpResult], _Changes]:
+    def _multi(self, ops: Sequence[Op], session: int) -> tuple[list[OpResult], _Changes]:
         with self._lock:
             saved: dict[str, _Znode | None] = {}
             results: list[OpResult] = []
@@ -171,7 +171,7 @@ class InMemoryZooKeeper:
                         node = self._nodes.get(path)
                         saved[path] = None if node is None else _copy(node)
                 try:
-                    result, touched = self._apply(op, 0)
+                    result, touched = self._apply(op, session)
                 except ZooKeeperError as exc:
                     self._restore(saved)
                     failed: list[OpResult] = [RolledBackError(o.path) for o in ops]
@@ -269,7 +269,7 @@ class InMemorySession:
                 self.create("/" + "/".join(parts[:depth]))
 
     def multi(self, ops: Sequence[Op]) -> list[OpResult]:
-        results, changed = self._zk._multi(ops)
+        results, changed = self._zk._multi(ops, self._id)
         self._zk._fire(changed)
         return results
 

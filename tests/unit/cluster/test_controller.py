@@ -42,6 +42,26 @@ def test_the_first_broker_is_the_controller_and_the_next_one_takes_over(world: W
     assert znodes.parse_controller(data) == world.controller.node_id
 
 
+def test_a_new_controller_is_never_seen_with_the_old_epoch(world: World) -> None:
+    """`/controller` and the next `/controller_epoch` are written in one transaction: whoever
+    sees the new controller's znode reads its epoch too."""
+    seen: list[tuple[int | None, int]] = []
+
+    def controller_changed(data: bytes | None, _stat: object) -> None:
+        epoch, _ = world.admin.get(znodes.CONTROLLER_EPOCH)
+        named = None if data is None else znodes.parse_controller(data)
+        seen.append((named, znodes.parse_controller_epoch(epoch)))
+
+    world.admin.watch_data(znodes.CONTROLLER, controller_changed)
+    world.expire(1)
+    world.run()
+    successor = world.controller.node_id
+    assert (successor, 2) in seen
+    assert (successor, 1) not in seen
+    data, _ = world.admin.get(znodes.CONTROLLER)
+    assert znodes.parse_controller(data) == successor
+
+
 def test_a_new_topic_gets_leaders_and_its_replicas_are_told(world: World) -> None:
     world.controller.forget_requests()
     world.create_topic("t", [[1, 2], [2, 3], [3, 1]])

@@ -265,13 +265,9 @@ class Controller:
     def _elect(self) -> None:
         if self._active:
             return
-        if not self._zk_client.register_controller(self.node_id, self._clock.milliseconds()):
+        epoch = self._zk_client.register_controller(self.node_id, self._clock.milliseconds())
+        if epoch is None:
             return  # another broker is the controller; the data watch calls again when it goes
-        try:
-            epoch = self._zk_client.increment_controller_epoch()
-        except ControllerMovedError:
-            self._zk_client.delete_controller_znode()
-            return
         self._fenced.clear()
         self._active = True
         self._generation += 1

@@ -8,6 +8,7 @@ nothing (`ControllerMovedError`).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Mapping
 
@@ -52,35 +53,36 @@ class ControllerZkClient:
 
     # ---- controllership --------------------------------------------------------------------------
 
-    def register_controller(self, node_id: int, timestamp_ms: int) -> bool:
-        """Create the ephemeral `/controller`; False if another broker holds it."""
-        try:
-            self.zk.create(znodes.CONTROLLER, znodes.encode_controller(node_id, timestamp_ms),
-                           ephemeral=True)  # fmt: skip
-        except NodeExistsError:
-            return False
-        return True
+    def register_controller(self, node_id: int, timestamp_ms: int) -> int | None:
+        """Create the ephemeral `/controller` and write the next controller epoch in one
+        transaction (Kafka's registerControllerAndIncrementControllerEpoch), so nobody sees the
+        new controller with the old epoch; the epoch, or None if another broker holds
+        `/controller`."""
+        registration = znodes.encode_controller(node_id, timestamp_ms)
+        while True:
+            epoch, version = self._controller_epoch()
+            create = CreateNode(znodes.CONTROLLER, registration, ephemeral=True)
+            bump = SetData(znodes.CONTROLLER_EPOCH, str(epoch + 1).encode(), version)
+            created, written = self.zk.multi([create, bump])
+            if isinstance(created, NodeExistsError):
+                return None
+            if isinstance(written, BadVersionError):
+                continue  # a controller came and went since the read: read the epoch again
+            if not isinstance(written, ZnodeStat):
+                raise written if isinstance(written, ZooKeeperError) else ZooKeeperError(
+                    f"registering as controller: {created!r}, {written!r}")
+            self.epoch_zk_version = written.version
+            return epoch + 1
 
-    def increment_controller_epoch(self) -> int:
-        """The next controller epoch, written conditionally; ControllerMovedError if another
-        controller wrote one first."""
+    def _controller_epoch(self) -> tuple[int, int]:
+        """(`/controller_epoch`, its version); created as 0 when there is none yet."""
         while True:
             try:
                 data, stat = self.zk.get(znodes.CONTROLLER_EPOCH)
+                return znodes.parse_controller_epoch(data), stat.version
             except NoNodeError:
-                try:
-                    self.zk.create(znodes.CONTROLLER_EPOCH, b"1")
-                except NodeExistsError:
-                    continue
-                self.epoch_zk_version = 0
-                return 1
-            epoch = znodes.parse_controller_epoch(data) + 1
-            try:
-                written = self.zk.set(znodes.CONTROLLER_EPOCH, str(epoch).encode(), stat.version)
-            except BadVersionError:
-                raise ControllerMovedError("another controller took the epoch first") from None
-            self.epoch_zk_version = written.version
-            return epoch
+                with contextlib.suppress(NodeExistsError):
+                    self.zk.create(znodes.CONTROLLER_EPOCH, b"0")
 
     def delete_controller_znode(self) -> None:
         """Remove `/controller` if this session created it."""
