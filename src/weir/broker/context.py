@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import functools
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from weir.broker.txn.coordinator import TransactionCoordinator
 from weir.broker.txn.verification import TransactionVerifier
 from weir.clock import Clock
 from weir.cluster.metadata import MetadataStore
+from weir.storage import LogConfig
 
 
 class ProducerIdAllocator:
@@ -100,6 +102,15 @@ class BrokerContext:
         return self.cluster.check_controller(
             body.controller_epoch, getattr(body, "broker_epoch", -1)
         )
+
+    async def log_config(self, topic: str) -> LogConfig:
+        """`topic`'s log config from its metadata (read from ZooKeeper off the loop when not
+        known here yet); TopicError if this broker cannot apply it."""
+        info = self.metadata.topic(topic)
+        if info is None and self.cluster is not None:
+            loop = asyncio.get_running_loop()
+            info = await loop.run_in_executor(None, self.cluster.store.refresh_topic, topic)
+        return self.topics.check_configs(info.configs if info is not None else {})
 
     @property
     def controller_id(self) -> int:
