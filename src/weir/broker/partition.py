@@ -28,22 +28,29 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from kio.schema.errors import ErrorCode
 
-from weir.broker.producer_state import ProducerStateManager
-from weir.broker.replication import LeaderState
-from weir.records import HeaderFields
-from weir.storage import PartitionLog
+from weir.broker.producer_state import ProducerStateError, ProducerStateManager
+from weir.broker.replication import LeaderState, preferred_read_replica
+from weir.broker.results import AppendResult, FetchRequestPartition, FetchResult
+from weir.records import BatchHeader, HeaderFields
+from weir.storage import FileSlice, OffsetOutOfRangeError, PartitionLog
 from weir.storage.config import HW_FLUSHED
+from weir.storage.errors import LogDirectoryError
 
 log = logging.getLogger(__name__)
 
 #: the leader epoch a partition starts with (a single node's, for ever)
 LEADER_EPOCH = 0
+ACKS_ALL = -1
+#: ListOffsets' special timestamps
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
 
 #: a waiting produce's answer given its end offset, or None while it still waits
 _Answer = Callable[[int], ErrorCode | None]
@@ -282,6 +289,164 @@ class Partition:
             else:
                 future.set_result(error)
         self.produce_waiters = waiting
+
+    # ---- appends ------------------------------------------------------------------------------
+
+    def check_append(self, header: BatchHeader, acks: int) -> AppendResult | None:
+        """What this leader answers a validated batch instead of appending it, or None to
+        append it: a retry of a batch already in the log, too short an ISR for acks=all, or
+        the producer's state refusing it, in Kafka's order."""
+        duplicate, producer_error = None, None
+        try:
+            duplicate = self.producers.check(header.fields())
+        except ProducerStateError as exc:
+            producer_error = exc
+        if duplicate is not None:
+            # A retry of a batch already in the log: answered as the original is, once it is
+            # replicated (acks=all then waits, and reports a short ISR as
+            # NOT_ENOUGH_REPLICAS_AFTER_APPEND). Never NOT_ENOUGH_REPLICAS, which tells the
+            # producer the batch was not written: it would send it again under a new epoch.
+            end = duplicate.last_offset + 1
+            return AppendResult(ErrorCode.none, duplicate.first_offset, -1,
+                                self.log.log_start_offset, end_offset=end)  # fmt: skip
+        min_isr = self.log.config.min_insync_replicas
+        if acks == ACKS_ALL and min_isr > self.isr_size:
+            message = (
+                f"The size of the current ISR {self.isr_size} is insufficient to satisfy the "
+                f"min.isr requirement of {min_isr} for partition {self.topic}-{self.index}"
+            )
+            return AppendResult(ErrorCode.not_enough_replicas, message=message)
+        if producer_error is not None:
+            # after the ISR check, as Kafka orders them: a producer whose earlier batch was
+            # refused for a short ISR gets the same answer for the batches it had pipelined
+            # behind it, not OUT_OF_ORDER_SEQUENCE_NUMBER (which makes librdkafka bump its
+            # epoch and resend batches that may already be written)
+            return AppendResult(ErrorCode(producer_error.error_code), message=str(producer_error))
+        return None
+
+    # ---- reads --------------------------------------------------------------------------------
+
+    def fetch_records(
+        self,
+        request: FetchRequestPartition,
+        limit: int,
+        *,
+        min_one_batch: bool,
+        replica_id: int,
+        read_committed: bool,
+        now_ms: int,
+    ) -> FetchResult:
+        """One partition of a Fetch served here, up to `limit` bytes (Kafka's
+        `Partition.fetchRecords`): leader epochs checked (KIP-320), a follower's (`replica_id`
+        >= 0) read to the log end and its fetch offset counted, a consumer's to the high
+        watermark (the last stable offset for `read_committed`, with the aborted transactions
+        of the range)."""
+        error = self._fetch_epoch_error(request.current_leader_epoch)
+        if error is not None:
+            return FetchResult(request.topic, request.partition, error)
+        bound = None
+        if replica_id >= 0:
+            state = self.leader_state
+            if state is None or replica_id not in state.replicas:
+                return FetchResult(request.topic, request.partition,
+                                   ErrorCode.not_leader_or_follower)  # fmt: skip
+            bound = self.log.log_end_offset
+            if request.offset <= bound:
+                self.follower_fetched(replica_id, request.offset, now_ms)
+        elif read_committed:
+            bound = self.last_stable_offset
+        try:
+            info = self.log.read(request.offset, limit, min_one_batch=min_one_batch, retain=True,
+                                 max_offset=bound)  # fmt: skip
+        except LogDirectoryError:
+            return FetchResult(request.topic, request.partition, ErrorCode.kafka_storage_error)
+        except OffsetOutOfRangeError:
+            return self._out_of_range(request)
+        data = info.data if limit > 0 or min_one_batch else None
+        aborted = None
+        if read_committed and bound is not None:
+            aborted = self._aborted_in(request.offset, data)
+        return FetchResult(request.topic, request.partition, ErrorCode.none, info.high_watermark,
+                           info.log_start_offset, data, last_stable_offset=self.last_stable_offset,
+                           aborted=aborted)  # fmt: skip
+
+    def _fetch_epoch_error(self, current: int) -> ErrorCode | None:
+        if 0 <= current < self.leader_epoch:
+            return ErrorCode.fenced_leader_epoch
+        if current > self.leader_epoch:
+            return ErrorCode.unknown_leader_epoch
+        return None
+
+    def _out_of_range(self, request: FetchRequestPartition) -> FetchResult:
+        log_ = self.log
+        error = ErrorCode.offset_out_of_range
+        past_end = request.offset > log_.log_end_offset
+        if self.role is FOLLOWER and past_end and request.current_leader_epoch < 0:
+            # A consumer that gives no leader epoch may be here on stale metadata: an
+            # empty answer makes it retry (and refresh) rather than reset its position.
+            error = ErrorCode.none
+        return FetchResult(request.topic, request.partition, error, log_.high_watermark,
+                           log_.log_start_offset)  # fmt: skip
+
+    def _aborted_in(self, offset: int, data: FileSlice | None) -> tuple[tuple[int, int], ...]:
+        """(producer id, first offset) of the aborted transactions with records in the data a
+        read_committed fetch returns, from the log's aborted-transaction indexes."""
+        if data is None:
+            return ()
+        txns = self.log.collect_aborted_txns(offset, data.next_offset)
+        return tuple((txn.producer_id, txn.first_offset) for txn in txns)
+
+    def preferred_read_replica(
+        self, offset: int, client_rack: str, racks: Mapping[int, str | None]
+    ) -> FetchResult | None:
+        """For a consumer in `client_rack` fetching from this leader: an empty result naming
+        the in-sync replica in that rack to read from instead (KIP-392), or None when it should
+        read here."""
+        state = self.leader_state
+        if state is None:
+            return None
+        chosen = preferred_read_replica(state, offset, client_rack, racks)
+        if chosen == state.node_id:
+            return None
+        return FetchResult(self.topic, self.index, ErrorCode.none, self.log.high_watermark,
+                           self.log.log_start_offset, preferred_read_replica=chosen)  # fmt: skip
+
+    def offset_for(self, timestamp: int, *, read_committed: bool) -> tuple[ErrorCode, int, int]:
+        """(error, offset, timestamp) for ListOffsets (Kafka's
+        `Partition.fetchOffsetForTimestamp`): -1 latest (the last stable offset for
+        `read_committed`), -2 earliest, -3 max timestamp, else the first offset whose timestamp
+        is >= `timestamp` (offset -1 if none below the high watermark)."""
+        log_ = self.log
+        if timestamp == LATEST_TIMESTAMP:
+            latest = self.last_stable_offset if read_committed else log_.high_watermark
+            return ErrorCode.none, latest, -1
+        if timestamp == EARLIEST_TIMESTAMP:
+            return ErrorCode.none, log_.log_start_offset, -1
+        if timestamp == MAX_TIMESTAMP:
+            offset, ts = log_.max_timestamp_offset()
+            return ErrorCode.none, offset, ts
+        if timestamp < 0:
+            return ErrorCode.invalid_request, -1, -1
+        found = log_.offset_for_timestamp(timestamp)
+        if found is None or found[0] >= log_.high_watermark:
+            return ErrorCode.none, -1, -1
+        return ErrorCode.none, found[0], found[1]
+
+    def delete_records(self, offset: int) -> tuple[ErrorCode, int]:
+        """DeleteRecords: the log start offset to `offset` (-1: the high watermark), and the
+        whole segments below it deleted if they can be now. (error, low watermark);
+        LogDirectoryError if the log's directory failed meanwhile."""
+        log_ = self.log
+        try:
+            log_.increment_log_start_offset(log_.high_watermark if offset == -1 else offset)
+        except OffsetOutOfRangeError:
+            return ErrorCode.offset_out_of_range, log_.log_start_offset
+        try:
+            log_.delete_old_segments(retention=False)
+        except OSError as exc:
+            log.warning("%s-%d: segments below the log start offset kept for now: %s",
+                        self.topic, self.index, exc)  # fmt: skip
+        return ErrorCode.none, log_.log_start_offset
 
     # ---- producer state -----------------------------------------------------------------------
 

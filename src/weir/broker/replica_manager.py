@@ -1,5 +1,8 @@
-"""The partitions this broker leads: appends with validation and producer checks, reads for
-fetch (long poll without busy loops), offsets by time, and record deletion.
+"""This broker's replicas: their roles as the controller gives them (LeaderAndIsr and
+StopReplica applied here, follower fetchers and the internal topics' coordinators told), and
+for the partitions it leads, appends with validation and producer checks, reads for fetch (long
+poll without busy loops), offsets by time, and record deletion. Each partition is a `Partition`
+(`partition.py`), the owner of its role and high watermark.
 
 Waiting fetches park on a per-partition future that the next append resolves, so a fetch with
 `max_wait_ms` sleeps until data arrives or the wait runs out, never polling.
@@ -15,14 +18,16 @@ Thread-safety: event-loop only. Logs guard themselves against the storage schedu
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Protocol
 
 from kio.schema.errors import ErrorCode
 
+from weir.broker.delayed import wait_for_data, wait_replicated
+from weir.broker.log_validator import check_topic_rules, stored_form
 from weir.broker.partition import (
     FOLLOWER,
     OFFLINE,
@@ -31,40 +36,18 @@ from weir.broker.partition import (
     PartitionState,
     alone,
 )
-from weir.broker.producer_state import ProducerStateError, ProducerStateManager
-from weir.broker.replication import preferred_read_replica
+from weir.broker.producer_state import ProducerStateManager
+from weir.broker.results import AppendResult, FetchRequestPartition, FetchResult, release
 from weir.clock import Clock
-from weir.records import (
-    BatchHeader,
-    Compression,
-    RecordError,
-    check_keys,
-    check_timestamps,
-    recompress,
-    validate_batch,
-)
-from weir.storage import FileSlice, LogConfig, LogManager, OffsetOutOfRangeError, PartitionLog
+from weir.records import BatchHeader, RecordError, validate_batch
+from weir.storage import LogConfig, LogManager, PartitionLog
 from weir.storage.errors import LogDirectoryError, LogWriteError, StorageError
 
 log = logging.getLogger(__name__)
 
-LATEST_TIMESTAMP = -1
-EARLIEST_TIMESTAMP = -2
-MAX_TIMESTAMP = -3
 REFUSAL_LOG_INTERVAL_MS = 10_000
-ACKS_ALL = -1
 #: partitions whose logs are created in one job on the default executor
 CREATION_SLICE = 100
-#: compression.type values other than `producer` -> the codec the broker stores batches with
-STORED_CODEC = {
-    "uncompressed": Compression.NONE,
-    "gzip": Compression.GZIP,
-    "snappy": Compression.SNAPPY,
-    "lz4": Compression.LZ4,
-    "zstd": Compression.ZSTD,
-}
-
-
 #: a topic's log config, as its metadata gives it (read off the loop when not cached)
 ConfigSource = Callable[[str], Awaitable[LogConfig]]
 
@@ -86,43 +69,6 @@ class Coordinator(Protocol):
     def load_partition(self, index: int) -> None: ...
 
     def unload_partition(self, index: int) -> None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class AppendResult:
-    error: ErrorCode
-    base_offset: int = -1
-    log_append_time: int = -1
-    log_start_offset: int = -1
-    message: str | None = None
-    record_errors: tuple[tuple[int, str], ...] = ()
-    #: the log end offset right after the append (what acks=all waits for)
-    end_offset: int = -1
-
-
-@dataclass(frozen=True, slots=True)
-class FetchRequestPartition:
-    topic: str
-    partition: int
-    offset: int
-    max_bytes: int
-    #: the leader epoch the fetcher believes current (KIP-320); -1 when it does not say
-    current_leader_epoch: int = -1
-
-
-@dataclass(frozen=True, slots=True)
-class FetchResult:
-    topic: str
-    partition: int
-    error: ErrorCode
-    high_watermark: int = -1
-    log_start_offset: int = -1
-    data: FileSlice | None = None
-    #: the replica the consumer should read this partition from instead (KIP-392); -1: here
-    preferred_read_replica: int = -1
-    last_stable_offset: int = -1
-    #: for read_committed: (producer id, first offset) of aborted transactions in the range
-    aborted: tuple[tuple[int, int], ...] | None = None
 
 
 class ReplicaManager:
@@ -185,10 +131,8 @@ class ReplicaManager:
         loop = self._loop
         if loop is None:
             return
-        try:
+        with contextlib.suppress(RuntimeError):  # a closed loop: the broker is stopping
             loop.call_soon_threadsafe(partition.advance_high_watermark)
-        except RuntimeError:  # the loop has closed: the broker is stopping
-            pass
 
     @staticmethod
     def reload_producer_state(partition: Partition) -> None:
@@ -427,45 +371,16 @@ class ReplicaManager:
             return AppendResult(ErrorCode.corrupt_message, message="no record batch")
         config = partition.log.config
         try:
-            header = validate_batch(
-                records,
-                max_message_bytes=config.max_message_bytes,
-            )
-            self._check_topic_rules(partition, header)
+            header = validate_batch(records, max_message_bytes=config.max_message_bytes)
+            name = f"{topic}-{index}"
+            check_topic_rules(header, config, name, self._clock.milliseconds())
         except RecordError as exc:
             return AppendResult(
                 ErrorCode(exc.error_code), message=str(exc), record_errors=exc.record_errors
             )
-        duplicate, producer_error = None, None
-        try:
-            duplicate = partition.producers.check(header.fields())
-        except ProducerStateError as exc:
-            producer_error = exc
-        if duplicate is not None:
-            # A retry of a batch already in the log: answered as the original is, once it is
-            # replicated (acks=all then waits, and reports a short ISR as
-            # NOT_ENOUGH_REPLICAS_AFTER_APPEND). Never NOT_ENOUGH_REPLICAS, which tells the
-            # producer the batch was not written: it would send it again under a new epoch.
-            return AppendResult(
-                ErrorCode.none,
-                duplicate.first_offset,
-                -1,
-                partition.log.log_start_offset,
-                end_offset=duplicate.last_offset + 1,
-            )
-        isr_size = partition.isr_size
-        if acks == ACKS_ALL and config.min_insync_replicas > isr_size:
-            message = (
-                f"The size of the current ISR {isr_size} is insufficient to satisfy the min.isr "
-                f"requirement of {config.min_insync_replicas} for partition {topic}-{index}"
-            )
-            return AppendResult(ErrorCode.not_enough_replicas, message=message)
-        if producer_error is not None:
-            # after the ISR check, as Kafka orders them: a producer whose earlier batch was
-            # refused for a short ISR gets the same answer for the batches it had pipelined
-            # behind it, not OUT_OF_ORDER_SEQUENCE_NUMBER (which makes librdkafka bump its
-            # epoch and resend batches that may already be written)
-            return AppendResult(ErrorCode(producer_error.error_code), message=str(producer_error))
+        refused = partition.check_append(header, acks)
+        if refused is not None:
+            return refused
         if not reserve_exempt:
             shortfall = self.log_manager.free_space_shortfall(topic, index, self._min_free_bytes)
             if shortfall is not None:
@@ -475,7 +390,7 @@ class ReplicaManager:
                 partition.log.note_transactions()
             except OSError as exc:
                 return self._refuse(partition, f"cannot record transactions: {exc}")
-        return self._append_validated(partition, _stored_form(records, header, config))
+        return self._append_validated(partition, stored_form(records, header, config))
 
     def append_marker(self, topic: str, index: int, batch: bytes, commit: bool) -> AppendResult:
         """Append a COMMIT or ABORT control batch (built by the broker, so not validated as a
@@ -488,17 +403,6 @@ class ReplicaManager:
         except OSError as exc:
             return self._refuse(partition, f"cannot record transactions: {exc}")
         return self._append_validated(partition, batch, commit)
-
-    def _check_topic_rules(self, partition: Partition, header: BatchHeader) -> None:
-        """What the topic's configs demand of every record: keys on a compacted topic, and
-        timestamps within message.timestamp.before/after.max.ms of the broker's clock."""
-        config = partition.log.config
-        if config.compact:
-            check_keys(header, f"{partition.topic}-{partition.index}")
-        bounds = config.timestamp_bounds
-        if bounds is not None:
-            now = self._clock.milliseconds()
-            check_timestamps(header, now - bounds[0], _saturated(now + bounds[1]))
 
     def _missing_or_offline(self, topic: str, index: int) -> AppendResult:
         if self.is_offline(topic, index):
@@ -561,25 +465,7 @@ class ReplicaManager:
         partition = self.partitions.get((topic, index))
         if partition is None or not partition.is_leader:
             return ErrorCode.not_leader_or_follower
-        if not partition.replicated(end_offset):
-            future: asyncio.Future[ErrorCode] = asyncio.get_running_loop().create_future()
-            partition.produce_waiters.append((end_offset, future))
-            try:
-                async with asyncio.timeout(timeout_ms / 1000):
-                    error = await future
-            except TimeoutError:
-                return ErrorCode.request_timed_out
-            if error is not ErrorCode.none:
-                return error
-        state = partition.leader_state
-        if state is not None and len(state.isr) < partition.log.config.min_insync_replicas:
-            return ErrorCode.not_enough_replicas_after_append
-        return ErrorCode.none
-
-    def _follower_fetched(self, partition: Partition, replica: int, offset: int) -> None:
-        now = self._clock.monotonic_ms()
-        partition.follower_fetched(replica, offset, now)
-        self._propose_isr(partition, now)
+        return await wait_replicated(partition, end_offset, timeout_ms)
 
     def _propose_isr(self, partition: Partition, now_ms: int) -> None:
         state = partition.leader_state
@@ -634,7 +520,8 @@ class ReplicaManager:
             if available >= min_bytes or errors or remaining <= 0 or not requests:
                 return results
             release(results)
-            await self._wait_for_data(requests, remaining)
+            watched = [p for r in requests if (p := self.get(r.topic, r.partition))]
+            await wait_for_data(watched, remaining)
 
     def _read_all(
         self,
@@ -674,72 +561,19 @@ class ReplicaManager:
         read_committed: bool = False,
     ) -> FetchResult:
         partition = self.partitions.get((request.topic, request.partition))
-        follower_read = (
-            from_followers
-            and replica_id < 0
-            and partition is not None
-            and partition.role is FOLLOWER
-        )
-        if partition is None or not (partition.serving or follower_read):
+        follower_read = from_followers and replica_id < 0
+        if partition is None or not (partition.serving or (follower_read and
+                                     partition.role is FOLLOWER)):  # fmt: skip
             error = self._missing_or_offline(request.topic, request.partition).error
             return FetchResult(request.topic, request.partition, error)
-        current = request.current_leader_epoch
-        if 0 <= current < partition.leader_epoch:
-            return FetchResult(request.topic, request.partition, ErrorCode.fenced_leader_epoch)
-        if current > partition.leader_epoch:
-            return FetchResult(request.topic, request.partition, ErrorCode.unknown_leader_epoch)
-        limit = min(budget, request.max_bytes)
-        bound = None
-        if replica_id >= 0:
-            if partition.leader_state is None or replica_id not in partition.leader_state.replicas:
-                return FetchResult(
-                    request.topic, request.partition, ErrorCode.not_leader_or_follower
-                )
-            bound = partition.log.log_end_offset
-            if request.offset <= bound:
-                self._follower_fetched(partition, replica_id, request.offset)
-        elif read_committed:
-            bound = partition.last_stable_offset
-        try:
-            info = partition.log.read(
-                request.offset, limit, min_one_batch=min_one_batch, retain=True, max_offset=bound
-            )
-        except LogDirectoryError:
-            return FetchResult(request.topic, request.partition, ErrorCode.kafka_storage_error)
-        except OffsetOutOfRangeError:
-            partition_log = partition.log
-            if follower_read and request.offset > partition_log.log_end_offset and current < 0:
-                # A consumer that gives no leader epoch may be here on stale metadata: an
-                # empty answer makes it retry (and refresh) rather than reset its position.
-                return FetchResult(
-                    request.topic,
-                    request.partition,
-                    ErrorCode.none,
-                    partition_log.high_watermark,
-                    partition_log.log_start_offset,
-                )
-            return FetchResult(
-                request.topic,
-                request.partition,
-                ErrorCode.offset_out_of_range,
-                partition_log.high_watermark,
-                partition_log.log_start_offset,
-            )
-        data = info.data if limit > 0 or min_one_batch else None
-        stable = partition.last_stable_offset
-        aborted = None
-        if read_committed and bound is not None:
-            aborted = _aborted_in(partition, request.offset, data)
-        return FetchResult(
-            request.topic,
-            request.partition,
-            ErrorCode.none,
-            info.high_watermark,
-            info.log_start_offset,
-            data,
-            last_stable_offset=stable,
-            aborted=aborted,
-        )
+        now = self._clock.monotonic_ms()
+        result = partition.fetch_records(
+            request, min(budget, request.max_bytes), min_one_batch=min_one_batch,
+            replica_id=replica_id, read_committed=read_committed, now_ms=now,
+        )  # fmt: skip
+        if replica_id >= 0 and result.error is ErrorCode.none:
+            self._propose_isr(partition, now)
+        return result
 
     def preferred_read_replica(
         self, topic: str, index: int, offset: int, client_rack: str, racks: Mapping[int, str | None]
@@ -748,37 +582,9 @@ class ReplicaManager:
         result naming the in-sync replica in that rack to read from instead (KIP-392), or None
         when it should read here."""
         partition = self.partitions.get((topic, index))
-        if partition is None or not partition.serving or partition.leader_state is None:
+        if partition is None or not partition.serving:
             return None
-        state = partition.leader_state
-        chosen = preferred_read_replica(state, offset, client_rack, racks)
-        if chosen == state.node_id:
-            return None
-        return FetchResult(
-            topic,
-            index,
-            ErrorCode.none,
-            partition.log.high_watermark,
-            partition.log.log_start_offset,
-            preferred_read_replica=chosen,
-        )
-
-    async def _wait_for_data(
-        self, requests: Sequence[FetchRequestPartition], timeout_ms: int
-    ) -> None:
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        watched = [p for r in requests if (p := self.partitions.get((r.topic, r.partition)))]
-        for partition in watched:
-            partition.waiters.append(waiter)
-        try:
-            async with asyncio.timeout(timeout_ms / 1000):
-                await waiter
-        except TimeoutError:
-            pass
-        finally:
-            for partition in watched:
-                if waiter in partition.waiters:
-                    partition.waiters.remove(waiter)
+        return partition.preferred_read_replica(offset, client_rack, racks)
 
     # ---- offsets ------------------------------------------------------------------------------
 
@@ -791,22 +597,7 @@ class ReplicaManager:
         partition = self.partitions.get((topic, index))
         if partition is None or not partition.serving:
             return self._missing_or_offline(topic, index).error, -1, -1
-        partition_log = partition.log
-        if timestamp == LATEST_TIMESTAMP:
-            if read_committed:
-                return ErrorCode.none, partition.last_stable_offset, -1
-            return ErrorCode.none, partition_log.high_watermark, -1
-        if timestamp == EARLIEST_TIMESTAMP:
-            return ErrorCode.none, partition_log.log_start_offset, -1
-        if timestamp == MAX_TIMESTAMP:
-            offset, ts = partition_log.max_timestamp_offset()
-            return ErrorCode.none, offset, ts
-        if timestamp < 0:
-            return ErrorCode.invalid_request, -1, -1
-        found = partition_log.offset_for_timestamp(timestamp)
-        if found is None or found[0] >= partition_log.high_watermark:
-            return ErrorCode.none, -1, -1
-        return ErrorCode.none, found[0], found[1]
+        return partition.offset_for(timestamp, read_committed=read_committed)
 
     def delete_records(self, topic: str, index: int, offset: int) -> tuple[ErrorCode, int]:
         """Move the log start offset to `offset` (-1: the high watermark).
@@ -814,56 +605,11 @@ class ReplicaManager:
         partition = self.partitions.get((topic, index))
         if partition is None or not partition.serving:
             return self._missing_or_offline(topic, index).error, -1
-        partition_log = partition.log
-        target = partition_log.high_watermark if offset == -1 else offset
         try:
-            partition_log.increment_log_start_offset(target)
-        except OffsetOutOfRangeError:
-            return ErrorCode.offset_out_of_range, partition_log.log_start_offset
-        try:
-            partition_log.delete_old_segments(retention=False)
-        except OSError as exc:
-            log.warning("%s-%d: segments below the log start offset kept for now: %s",
-                        topic, index, exc)  # fmt: skip
+            return partition.delete_records(offset)
         except LogDirectoryError as exc:
             self._take_offline(partition, exc)
-        return ErrorCode.none, partition_log.log_start_offset
-
-
-def _aborted_in(
-    partition: Partition, offset: int, data: FileSlice | None
-) -> tuple[tuple[int, int], ...]:
-    """(producer id, first offset) of the aborted transactions with records in the data a
-    read_committed fetch returns, from the log's aborted-transaction indexes."""
-    if data is None:
-        return ()
-    txns = partition.log.collect_aborted_txns(offset, data.next_offset)
-    return tuple((txn.producer_id, txn.first_offset) for txn in txns)
-
-
-def _saturated(value: int) -> int:
-    return min(value, 2**63 - 1)
-
-
-def _stored_form(records: bytes, header: BatchHeader, config: LogConfig) -> bytes:
-    """The batch as the topic stores it: recompressed when compression.type names a codec other
-    than the producer's."""
-    codec = STORED_CODEC.get(config.compression_type)
-    if codec is None or codec == header.compression:
-        return records
-    level = {
-        Compression.GZIP: config.compression_gzip_level,
-        Compression.LZ4: config.compression_lz4_level,
-        Compression.ZSTD: config.compression_zstd_level,
-    }.get(codec)
-    return recompress(header, codec, None if level == -1 else level)
-
-
-def release(results: Sequence[FetchResult]) -> None:
-    """Close the file slices a fetch handed out."""
-    for result in results:
-        if result.data is not None:
-            result.data.close()
+            return ErrorCode.none, partition.log.log_start_offset
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:

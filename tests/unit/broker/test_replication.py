@@ -14,13 +14,9 @@ from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 
 from weir.broker.partition import Partition, PartitionState
-from weir.broker.replica_manager import (
-    AppendResult,
-    FetchRequestPartition,
-    ReplicaManager,
-    release,
-)
+from weir.broker.replica_manager import ReplicaManager
 from weir.broker.replication import LeaderState, preferred_read_replica
+from weir.broker.results import AppendResult, FetchRequestPartition, release
 from weir.clock import FakeClock, FakeScheduler
 from weir.records import BatchSpec, Record, build_batch, iter_batches
 from weir.storage import LogConfig, LogManager, LogManagerConfig

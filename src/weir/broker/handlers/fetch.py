@@ -23,7 +23,7 @@ from kio.static.primitive import Records
 
 from weir.broker.authz.checks import split_fetch
 from weir.broker.context import BrokerContext, make
-from weir.broker.replica_manager import FetchRequestPartition, FetchResult, release
+from weir.broker.results import FetchRequestPartition, FetchResult, release
 from weir.broker.wire import ChunkedResponse
 from weir.protocol.apis import ApiKey
 from weir.protocol.codec import Request, response_module
