@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +22,7 @@ from weir.broker.txn.coordinator import TransactionCoordinator
 from weir.broker.txn.verification import TransactionVerifier
 from weir.clock import Clock
 from weir.cluster.metadata import MetadataStore
+from weir.protocol.codec import field_names, fields_in_any_version
 from weir.storage import LogConfig
 
 
@@ -129,16 +128,17 @@ def fenced_error(api_version: int, first_version_with_fenced: int) -> ErrorCode:
 
 def make(cls: type, **values: Any) -> Any:
     """Build a kio message of any version from the superset of fields we know: fields the
-    version lacks are dropped, so one handler serves every version."""
+    version lacks are dropped, so one handler serves every version. A name that no version of
+    the message has is a mistake, never dropped: TypeError."""
     names = field_names(cls)
+    if not names.issuperset(values):
+        unknown = values.keys() - fields_in_any_version(cls)
+        if unknown:
+            raise TypeError(f"{cls.__name__} has no field {', '.join(sorted(unknown))} in any "
+                            "version")  # fmt: skip
     return cls(**{k: v for k, v in values.items() if k in names})
 
 
 def has_field(obj: Any, name: str) -> bool:
     kind: type = type(obj)
     return name in field_names(kind)
-
-
-@functools.cache
-def field_names(cls: type) -> frozenset[str]:
-    return frozenset(f.name for f in dataclasses.fields(cls))
