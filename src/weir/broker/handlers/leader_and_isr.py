@@ -12,6 +12,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from weir.broker.context import BrokerContext, make
+from weir.broker.handlers.per_partition import by_topic, flat_partition_errors
 from weir.broker.partition import PartitionState
 from weir.protocol.apis import InterBrokerApiKey
 from weir.protocol.codec import Request, response_module
@@ -48,23 +49,19 @@ def _states(body: Any) -> list[PartitionState]:
 
 
 def _response(m: Any, body: Any, errors: dict[tuple[str, int], ErrorCode]) -> Any:
-    """Per partition errors, flat (v4 and older) and by topic id (v5 on)."""
-    topics: list[Any] = []
-    flat: list[Any] = []
-    for topic in body.topic_states:
-        partition_errors = tuple(
-            make(m.LeaderAndIsrPartitionError, topic_name=topic.topic_name,
-                 partition_index=state.partition_index,
-                 error_code=errors[(topic.topic_name, state.partition_index)])
-            for state in topic.partition_states
+    """Per partition errors, flat (v4 and older) or by topic id (v5 on)."""
+    flat: tuple[Any, ...] = ()
+    topics: tuple[Any, ...] = ()
+    if hasattr(m, "LeaderAndIsrTopicError"):
+        ids = {topic.topic_name: topic.topic_id for topic in body.topic_states}
+        topics = by_topic(
+            errors.items(),
+            lambda index, code: make(m.LeaderAndIsrPartitionError, partition_index=index,
+                                     error_code=code),
+            lambda name, entries: make(m.LeaderAndIsrTopicError, topic_id=ids[name],
+                                       partition_errors=entries),
         )  # fmt: skip
-        flat.extend(partition_errors)
-        if hasattr(m, "LeaderAndIsrTopicError"):
-            topics.append(make(m.LeaderAndIsrTopicError, topic_id=topic.topic_id,
-                               partition_errors=partition_errors))  # fmt: skip
-    return make(
-        m.LeaderAndIsrResponse,
-        error_code=ErrorCode.none,
-        topics=tuple(topics),
-        partition_errors=tuple(flat),
-    )
+    else:
+        flat = flat_partition_errors(errors, m.LeaderAndIsrPartitionError)
+    return make(m.LeaderAndIsrResponse, error_code=ErrorCode.none, topics=topics,
+                partition_errors=flat)  # fmt: skip

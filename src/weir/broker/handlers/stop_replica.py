@@ -9,6 +9,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from weir.broker.context import BrokerContext, make
+from weir.broker.handlers.per_partition import flat_partition_errors
 from weir.protocol.apis import InterBrokerApiKey
 from weir.protocol.codec import Request, response_module
 
@@ -20,11 +21,7 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
     if error is not ErrorCode.none:
         return make(m.StopReplicaResponse, error_code=error, partition_errors=())
     errors = broker.replicas.stop_replicas(_partitions(body))
-    results = tuple(
-        make(m.StopReplicaPartitionError, topic_name=topic, partition_index=index,
-             error_code=code)
-        for (topic, index), code in errors.items()
-    )  # fmt: skip
+    results = flat_partition_errors(errors, m.StopReplicaPartitionError)
     return make(m.StopReplicaResponse, error_code=ErrorCode.none, partition_errors=results)
 
 
