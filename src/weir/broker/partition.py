@@ -341,8 +341,8 @@ class Partition:
         >= 0) read to the log end and its fetch offset counted, a consumer's to the high
         watermark (the last stable offset for `read_committed`, with the aborted transactions
         of the range)."""
-        error = self._fetch_epoch_error(request.current_leader_epoch)
-        if error is not None:
+        error = self.leader_epoch_error(request.current_leader_epoch)
+        if error is not ErrorCode.none:
             return FetchResult(request.topic, request.partition, error)
         bound = None
         if replica_id >= 0:
@@ -370,12 +370,14 @@ class Partition:
                            info.log_start_offset, data, last_stable_offset=self.last_stable_offset,
                            aborted=aborted)  # fmt: skip
 
-    def _fetch_epoch_error(self, current: int) -> ErrorCode | None:
+    def leader_epoch_error(self, current: int) -> ErrorCode:
+        """What a request naming `current` as the leader epoch meets here (KIP-320): an older
+        one is fenced, a newer one unknown yet; -1 names none."""
         if 0 <= current < self.leader_epoch:
             return ErrorCode.fenced_leader_epoch
         if current > self.leader_epoch:
             return ErrorCode.unknown_leader_epoch
-        return None
+        return ErrorCode.none
 
     def _out_of_range(self, request: FetchRequestPartition) -> FetchResult:
         log_ = self.log

@@ -404,6 +404,16 @@ class ReplicaManager:
             return self._refuse(partition, f"cannot record transactions: {exc}")
         return self._append_validated(partition, batch, commit)
 
+    def leader_error(self, topic: str, index: int, current_leader_epoch: int = -1) -> ErrorCode:
+        """NONE if this broker leads `topic-index` (in `current_leader_epoch`, if one is
+        named), else what a request for that partition is answered: UNKNOWN_TOPIC_OR_PARTITION,
+        KAFKA_STORAGE_ERROR (offline here), NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH or
+        UNKNOWN_LEADER_EPOCH."""
+        partition = self.partitions.get((topic, index))
+        if partition is None or not partition.serving:
+            return self._missing_or_offline(topic, index).error
+        return partition.leader_epoch_error(current_leader_epoch)
+
     def _missing_or_offline(self, topic: str, index: int) -> AppendResult:
         if self.is_offline(topic, index):
             message = f"{topic}-{index} is in an offline log directory"

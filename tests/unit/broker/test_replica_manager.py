@@ -174,3 +174,19 @@ def test_stop_replica_of_an_offsets_partition_unloads_its_groups(world: GroupWor
     errors = world.replicas.stop_replicas([(OFFSETS_TOPIC, mine, False)])
     assert errors == {(OFFSETS_TOPIC, mine): ErrorCode.none}
     assert "g" not in world.coordinator.groups
+
+
+def test_the_error_a_request_for_a_partition_meets_here(broker: Broker) -> None:
+    replicas = broker.replicas
+    assert replicas.leader_error(OFFSETS_TOPIC, 0) is ErrorCode.unknown_topic_or_partition
+    broker.apply(offsets(OTHER, 1))
+    assert replicas.leader_error(OFFSETS_TOPIC, 0) is ErrorCode.not_leader_or_follower
+    broker.apply(offsets(NODE, 2))
+    assert replicas.leader_error(OFFSETS_TOPIC, 0) is ErrorCode.none
+    assert replicas.leader_error(OFFSETS_TOPIC, 0, 2) is ErrorCode.none
+    assert replicas.leader_error(OFFSETS_TOPIC, 0, 1) is ErrorCode.fenced_leader_epoch
+    assert replicas.leader_error(OFFSETS_TOPIC, 0, 3) is ErrorCode.unknown_leader_epoch
+    partition = replicas.get(OFFSETS_TOPIC, 0)
+    assert partition is not None
+    partition.log.take_offline("disk gone")
+    assert replicas.leader_error(OFFSETS_TOPIC, 0) is ErrorCode.kafka_storage_error
