@@ -111,8 +111,8 @@ def sendfile_all(out: socket.socket, fd: int, position: int, size: int) -> None:
 
 def read_log(log: PartitionLog, out: socket.socket) -> int:
     offset, total = 0, 0
-    while offset < log.high_watermark:
-        info = log.read(offset, READ_CHUNK)
+    while offset < log.log_end_offset:
+        info = log.read(offset, READ_CHUNK, max_offset=log.log_end_offset)
         assert info.data is not None
         sendfile_all(out, info.data.fd, info.data.position, info.data.size)
         total += info.data.size

@@ -30,6 +30,7 @@ from raw_requests import RoundTripProbe, encode_request, recv_exact
 from weir.protocol.apis import ADVERTISED, ApiKey
 from weir.protocol.codec import codec_for
 from weir.protocol.framing import frame, size_prefix
+from weir.protocol.uvarint import encode_uvarint
 from weir.records import Record, build_batch
 
 TIMEOUT = 10.0
@@ -458,19 +459,10 @@ def test_an_acks_0_legacy_produce_gets_no_response_but_a_close(
     assert next_is_close_or_metadata(client.sock, 81)
 
 
-def uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 @pytest.mark.parametrize(
     "request_bytes",
     [
-        header_v1(ApiKey.METADATA, 12) + b"\0" + uvarint(2**35 - 1),
+        header_v1(ApiKey.METADATA, 12) + b"\0" + encode_uvarint(2**35 - 1),
         header_v1(ApiKey.CREATE_TOPICS, 2) + struct.pack(">i", 2**31 - 1),
     ],
     ids=["metadata-v12-compact-count", "create-topics-v2-int32-count"],

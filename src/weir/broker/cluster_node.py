@@ -37,8 +37,9 @@ from kio.schema.errors import ErrorCode
 
 from weir.broker.config import BrokerConfig
 from weir.broker.fetcher import ReplicaFetchers
+from weir.broker.partition import Partition
 from weir.broker.peer import PeerConnection
-from weir.broker.replica_manager import Partition, ReplicaManager
+from weir.broker.replica_manager import ReplicaManager
 from weir.broker.security.inter_broker import InterBrokerSecurity
 from weir.broker.security.listeners import Listener
 from weir.cluster import znodes
@@ -228,6 +229,7 @@ class ClusterNode:
         self._replicas = replicas
         self.fetchers = ReplicaFetchers(self.config.node_id, replicas, self.peer_security)
         replicas.on_isr_proposal = self._propose_isr
+        replicas.followers = self
 
         def changed(name: str) -> None:
             loop.call_soon_threadsafe(on_topic_changed, name)

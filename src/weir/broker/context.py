@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import dataclasses
-import functools
+import asyncio
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +23,8 @@ from weir.broker.txn.coordinator import TransactionCoordinator
 from weir.broker.txn.verification import TransactionVerifier
 from weir.clock import Clock
 from weir.cluster.metadata import MetadataStore
+from weir.protocol.codec import field_names, fields_in_any_version
+from weir.storage import LogConfig
 
 
 class ProducerIdAllocator:
@@ -104,6 +105,15 @@ class BrokerContext:
             body.controller_epoch, getattr(body, "broker_epoch", -1)
         )
 
+    async def log_config(self, topic: str) -> LogConfig:
+        """`topic`'s log config from its metadata (read from ZooKeeper off the loop when not
+        known here yet); TopicError if this broker cannot apply it."""
+        info = self.metadata.topic(topic)
+        if info is None and self.cluster is not None:
+            loop = asyncio.get_running_loop()
+            info = await loop.run_in_executor(None, self.cluster.store.refresh_topic, topic)
+        return self.topics.check_configs(info.configs if info is not None else {})
+
     @property
     def controller_id(self) -> int:
         if self.cluster is None:
@@ -121,16 +131,17 @@ def fenced_error(api_version: int, first_version_with_fenced: int) -> ErrorCode:
 
 def make(cls: type, **values: Any) -> Any:
     """Build a kio message of any version from the superset of fields we know: fields the
-    version lacks are dropped, so one handler serves every version."""
+    version lacks are dropped, so one handler serves every version. A name that no version of
+    the message has is a mistake, never dropped: TypeError."""
     names = field_names(cls)
+    if not names.issuperset(values):
+        unknown = values.keys() - fields_in_any_version(cls)
+        if unknown:
+            raise TypeError(f"{cls.__name__} has no field {', '.join(sorted(unknown))} in any "
+                            "version")  # fmt: skip
     return cls(**{k: v for k, v in values.items() if k in names})
 
 
 def has_field(obj: Any, name: str) -> bool:
     kind: type = type(obj)
     return name in field_names(kind)
-
-
-@functools.cache
-def field_names(cls: type) -> frozenset[str]:
-    return frozenset(f.name for f in dataclasses.fields(cls))

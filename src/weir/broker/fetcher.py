@@ -20,8 +20,9 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from weir.broker.partition import Partition
 from weir.broker.peer import PeerConnection
-from weir.broker.replica_manager import Partition, ReplicaManager
+from weir.broker.replica_manager import ReplicaManager
 from weir.broker.security.inter_broker import InterBrokerSecurity
 from weir.protocol.apis import ApiKey
 from weir.protocol.codec import request_module
@@ -240,7 +241,7 @@ class LeaderFetcher:
                 log.error("%s-%d: follower append failed: %s", partition.topic, partition.index,
                           exc)  # fmt: skip
                 return
-        partition_log.update_high_watermark(min(data.high_watermark, partition_log.log_end_offset))
+        partition.follow_leader_high_watermark(data.high_watermark)
 
 
 def _cancelling() -> bool:

@@ -1,5 +1,8 @@
-"""The partitions this broker leads: appends with validation and producer checks, reads for
-fetch (long poll without busy loops), offsets by time, and record deletion.
+"""This broker's replicas: their roles as the controller gives them (LeaderAndIsr and
+StopReplica applied here, follower fetchers and the internal topics' coordinators told), and
+for the partitions it leads, appends with validation and producer checks, reads for fetch (long
+poll without busy loops), offsets by time, and record deletion. Each partition is a `Partition`
+(`partition.py`), the owner of its role and high watermark.
 
 Waiting fetches park on a per-partition future that the next append resolves, so a fetch with
 `max_wait_ms` sleeps until data arrives or the wait runs out, never polling.
@@ -15,180 +18,92 @@ Thread-safety: event-loop only. Logs guard themselves against the storage schedu
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import logging
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import Protocol
 
 from kio.schema.errors import ErrorCode
 
-from weir.broker.producer_state import ProducerStateError, ProducerStateManager
-from weir.broker.replication import LeaderState, preferred_read_replica
-from weir.clock import Clock
-from weir.records import (
-    BatchHeader,
-    Compression,
-    HeaderFields,
-    RecordError,
-    check_keys,
-    check_timestamps,
-    recompress,
-    validate_batch,
+from weir.broker.delayed import wait_for_data, wait_replicated
+from weir.broker.log_validator import check_topic_rules, stored_form
+from weir.broker.partition import (
+    FOLLOWER,
+    OFFLINE,
+    IllegalRoleTransitionError,
+    Partition,
+    PartitionState,
+    alone,
 )
-from weir.storage import FileSlice, LogConfig, LogManager, OffsetOutOfRangeError, PartitionLog
+from weir.broker.producer_state import ProducerStateManager
+from weir.broker.results import AppendResult, FetchRequestPartition, FetchResult, release
+from weir.clock import Clock
+from weir.records import BatchHeader, RecordError, validate_batch
+from weir.storage import LogConfig, LogManager, PartitionLog
 from weir.storage.errors import LogDirectoryError, LogWriteError, StorageError
 
 log = logging.getLogger(__name__)
 
-LATEST_TIMESTAMP = -1
-EARLIEST_TIMESTAMP = -2
-MAX_TIMESTAMP = -3
-LEADER_EPOCH = 0
 REFUSAL_LOG_INTERVAL_MS = 10_000
-ACKS_ALL = -1
-ISR_SIZE = 1  # a single node is its partitions' only replica
-#: compression.type values other than `producer` -> the codec the broker stores batches with
-STORED_CODEC = {
-    "uncompressed": Compression.NONE,
-    "gzip": Compression.GZIP,
-    "snappy": Compression.SNAPPY,
-    "lz4": Compression.LZ4,
-    "zstd": Compression.ZSTD,
-}
+#: partitions whose logs are created in one job on the default executor
+CREATION_SLICE = 100
+#: a topic's log config, as its metadata gives it (read off the loop when not cached)
+ConfigSource = Callable[[str], Awaitable[LogConfig]]
 
 
-@dataclass(slots=True)
-class Partition:
-    topic: str
-    index: int
-    log: PartitionLog
-    producers: ProducerStateManager
-    leader_epoch: int = LEADER_EPOCH
-    #: whether this broker leads the partition (a single node leads all of its partitions)
-    is_leader: bool = True
-    waiters: list[asyncio.Future[None]] = field(default_factory=list)
-    #: the followers, when this broker leads a partition with several replicas
-    leader_state: LeaderState | None = None
-    #: acks=all produces waiting for the high watermark to reach their end offset
-    produce_waiters: list[tuple[int, asyncio.Future[ErrorCode]]] = field(default_factory=list)
+class Followers(Protocol):
+    """The follower fetchers: one per leader, fetching the partitions this broker follows."""
 
-    @property
-    def serving(self) -> bool:
-        """Whether clients may produce to and fetch from it here."""
-        return self.is_leader and self.log.offline_reason is None
+    def note_leaders(self, leaders: dict[int, tuple[str, int]]) -> None: ...
 
-    @property
-    def last_stable_offset(self) -> int:
-        """The high watermark, or the first offset of the oldest open transaction below it:
-        read_committed consumers read up to here."""
-        high_watermark = self.log.high_watermark
-        unstable = self.producers.first_unstable_offset()
-        return high_watermark if unstable is None else min(unstable, high_watermark)
+    def follow(self, partition: Partition, leader: int, leader_epoch: int) -> bool: ...
 
-    def record_batch(self, fields: HeaderFields, first_offset: int, commit: bool | None) -> None:
-        """Producer state after a batch reached the log; an ABORT marker's transaction goes to
-        the log's aborted-transaction index. LogDirectoryError if that cannot be written."""
-        aborted = self.producers.record(fields, first_offset, commit)
-        if aborted is not None:
-            self.log.index_aborted_txn(aborted)
-
-    def load_producer_state(self) -> None:
-        """Producer state from the log's newest snapshot and the batches after it (those
-        replayed also re-index their aborted transactions); snapshotted again at the log end
-        if anything was replayed, so the next load starts there."""
-        replay = self.log.producer_state_replay()
-        entries = replay.snapshot.entries if replay.snapshot is not None else ()
-        self.producers = ProducerStateManager.restored(entries)
-        self.log.producer_state_source = self.producers.snapshot_entries
-        replayed = self.log.load_report.replayed_batches
-        for fields, commit in replay.batches:
-            self.record_batch(fields, fields.base_offset, commit)
-        if self.log.load_report.replayed_batches > replayed and self.producers.producers:
-            try:
-                self.log.take_producer_snapshot()
-            except OSError as exc:
-                log.warning("%s-%d: no producer snapshot after loading: %s", self.topic,
-                            self.index, exc)  # fmt: skip
-
-    def wake_waiters(self) -> None:
-        waiters, self.waiters = self.waiters, []
-        for waiter in waiters:
-            if not waiter.done():
-                waiter.set_result(None)
-
-    def complete_produces(self, error: ErrorCode | None = None) -> None:
-        """Answer acks=all produces: those the high watermark has reached, or all of them
-        with `error` (leadership lost)."""
-        high_watermark = self.log.high_watermark
-        waiting = []
-        for end, future in self.produce_waiters:
-            if future.done():
-                continue
-            if error is not None:
-                future.set_result(error)
-            elif end <= high_watermark:
-                future.set_result(ErrorCode.none)
-            else:
-                waiting.append((end, future))
-        self.produce_waiters = waiting
+    def stop_following(self, topic: str, index: int) -> None: ...
 
 
-@dataclass(frozen=True, slots=True)
-class AppendResult:
-    error: ErrorCode
-    base_offset: int = -1
-    log_append_time: int = -1
-    log_start_offset: int = -1
-    message: str | None = None
-    record_errors: tuple[tuple[int, str], ...] = ()
-    #: the log end offset right after the append (what acks=all waits for)
-    end_offset: int = -1
+class Coordinator(Protocol):
+    """A coordinator whose state lives in an internal topic's partitions: it serves those
+    this broker leads."""
 
+    def load_partition(self, index: int) -> None: ...
 
-@dataclass(frozen=True, slots=True)
-class FetchRequestPartition:
-    topic: str
-    partition: int
-    offset: int
-    max_bytes: int
-    #: the leader epoch the fetcher believes current (KIP-320); -1 when it does not say
-    current_leader_epoch: int = -1
-
-
-@dataclass(frozen=True, slots=True)
-class FetchResult:
-    topic: str
-    partition: int
-    error: ErrorCode
-    high_watermark: int = -1
-    log_start_offset: int = -1
-    data: FileSlice | None = None
-    #: the replica the consumer should read this partition from instead (KIP-392); -1: here
-    preferred_read_replica: int = -1
-    last_stable_offset: int = -1
-    #: for read_committed: (producer id, first offset) of aborted transactions in the range
-    aborted: tuple[tuple[int, int], ...] | None = None
+    def unload_partition(self, index: int) -> None: ...
 
 
 class ReplicaManager:
+    """This broker's replicas: a `Partition` per partition it has a log for, each the owner of
+    its role and high watermark. The controller's LeaderAndIsr and StopReplica arrive here
+    (`become_leader_or_follower`, `stop_replicas`): this manager changes roles, starts and
+    stops follower fetchers, and tells the coordinators of `__consumer_offsets` and
+    `__transaction_state` of every leadership of theirs gained or lost. A single node leads its
+    partitions alone (`lead_alone`): replicas and ISR of itself.
+
+    Thread-safety: event-loop only. Logs guard themselves against the storage scheduler's
+    thread; a flush there reaches a leader's high watermark through the loop."""
+
     def __init__(
         self,
         log_manager: LogManager,
         clock: Clock,
         *,
         min_free_bytes: int = 0,
-        leads_all: bool = True,
         node_id: int = 0,
         replica_lag_time_max_ms: int = 30_000,
     ):
-        """`leads_all`: this broker leads every partition it has (a single node); in a
-        cluster a partition is served only once the controller made this broker its leader."""
+        """Partitions are opened for every log of `log_manager`, with no role until the
+        controller (or `lead_alone`) gives them one."""
         self.log_manager = log_manager
-        self._leads_all = leads_all
         self.node_id = node_id
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         #: called with (partition, proposed ISR) when a leader wants its ISR changed
         self.on_isr_proposal: Callable[[Partition, frozenset[int]], None] | None = None
+        #: the follower fetchers (a cluster's); None on a single node
+        self.followers: Followers | None = None
+        #: internal topic -> the coordinator that serves what its partitions hold
+        self.coordinators: dict[str, Coordinator] = {}
         self._clock = clock
+        self._loop = _running_loop()
         self._min_free_bytes = min_free_bytes
         self._last_refusal_log: dict[tuple[str, int], int] = {}
         self.partitions: dict[tuple[str, int], Partition] = {}
@@ -203,82 +118,148 @@ class ReplicaManager:
         return partition
 
     def _loaded(self, topic: str, index: int, partition_log: PartitionLog) -> Partition:
-        """A partition on its log with its producer state loaded, not yet served. Touches
+        """A partition on its log with its producer state loaded, no role yet. Touches
         nothing shared: callable from a storage thread."""
-        partition = Partition(
-            topic, index, partition_log, ProducerStateManager(), is_leader=self._leads_all
-        )
+        partition = Partition(topic, index, partition_log, ProducerStateManager())
         partition.load_producer_state()
-        if self._leads_all:
-            self._record_leader_epoch(partition)
+        partition_log.on_flushed = functools.partial(self._flushed, partition)
         return partition
+
+    def _flushed(self, partition: Partition) -> None:
+        """On the thread that flushed `partition`'s log: its leader's high watermark may move
+        (under the flushed policy), on the loop."""
+        loop = self._loop
+        if loop is None:
+            return
+        with contextlib.suppress(RuntimeError):  # a closed loop: the broker is stopping
+            loop.call_soon_threadsafe(partition.advance_high_watermark)
 
     @staticmethod
     def reload_producer_state(partition: Partition) -> None:
         """Rebuild producer state from the log (after a truncation)."""
         partition.load_producer_state()
 
-    @staticmethod
-    def _record_leader_epoch(partition: Partition) -> None:
-        try:
-            partition.log.assign_leader_epoch(partition.leader_epoch)
-        except OSError as exc:  # the first append assigns it, or refuses while the disk is full
-            log.warning(
-                "%s-%d: leader epoch not recorded yet: %s", partition.topic, partition.index, exc
-            )
+    def become_leader(self, state: PartitionState, config: LogConfig) -> bool:
+        """Lead `state`'s partition (its log created if new) with the replicas and ISR the
+        controller gave; whether leadership is newly gained here. StorageError if the log
+        cannot be created; IllegalRoleTransitionError if the replica is offline."""
+        partition = self._ensure(state.topic, state.index, config)
+        return partition.make_leader(state, self.node_id, self._clock.monotonic_ms())
 
-    def become_leader(
+    def become_follower(self, state: PartitionState, config: LogConfig) -> Partition:
+        """Stop serving `state`'s partition here: another broker leads it."""
+        partition = self._ensure(state.topic, state.index, config)
+        partition.make_follower(state.leader_epoch)
+        return partition
+
+    def lead_alone(self, topic: str, indexes: Iterable[int]) -> None:
+        """Lead `indexes` of `topic` as their only replica (a single node's partitions); those
+        without a log here or offline are left as they are."""
+        for index in indexes:
+            partition = self.partitions.get((topic, index))
+            if partition is not None and partition.role is not OFFLINE:
+                state = alone(topic, index, self.node_id)
+                self._gained(topic, index, self.become_leader(state, partition.log.config))
+
+    async def become_leader_or_follower(
         self,
-        topic: str,
-        index: int,
-        leader_epoch: int,
-        config: LogConfig,
+        states: Sequence[PartitionState],
+        config_of: ConfigSource,
         *,
-        replicas: Sequence[int] = (),
-        isr: Sequence[int] = (),
-        partition_epoch: int = 0,
-    ) -> None:
-        """Lead `topic-index` from `leader_epoch` on (its log created if new), with `replicas`
-        and `isr` as the controller gave them. StorageError if the log cannot be created."""
-        partition = self._ensure(topic, index, config)
-        state = partition.leader_state
-        if partition.is_leader and partition.leader_epoch == leader_epoch and state is not None:
-            if partition_epoch > state.partition_epoch:  # the controller changed the ISR
-                state.isr, state.partition_epoch = frozenset(isr), partition_epoch
-                state.pending_isr = None
-                self._advance_high_watermark(partition)
-            return
-        partition.leader_epoch = leader_epoch
-        partition.is_leader = True
-        replicated = len(replicas) > 1
-        if replicated:
-            partition.log.become_replicated()
-        else:
-            partition.log.replicated = False
-        self._record_leader_epoch(partition)
-        partition.leader_state = None
-        if replicated:
-            partition.leader_state = LeaderState(
-                node_id=self.node_id,
-                replicas=tuple(replicas),
-                isr=frozenset(isr) | {self.node_id},
-                partition_epoch=partition_epoch,
-                epoch_start_offset=partition.log.log_end_offset,
-                started_ms=self._clock.monotonic_ms(),
-            )
-            self._advance_high_watermark(partition)
-        else:
-            partition.log.update_high_watermark(partition.log.log_end_offset)
+        live_leaders: Mapping[int, tuple[str, int]] | None = None,
+    ) -> dict[tuple[str, int], ErrorCode]:
+        """Apply a LeaderAndIsr: each partition this broker replicates becomes leader or
+        follower as `states` say (logs of new replicas created first, off the loop), fetchers
+        follow the new leaders, and the coordinators hear of leaderships gained and lost.
+        `config_of(topic)` gives a topic's log config. The error of every partition."""
+        if live_leaders and self.followers is not None:
+            self.followers.note_leaders(dict(live_leaders))
+        by_topic: dict[str, list[PartitionState]] = {}
+        for state in states:
+            by_topic.setdefault(state.topic, []).append(state)
+        errors: dict[tuple[str, int], ErrorCode] = {}
+        for topic, topic_states in by_topic.items():
+            await self._open_new_replicas(topic, topic_states, config_of)
+            for state in topic_states:
+                errors[(topic, state.index)] = await self._apply(state, config_of)
+        return errors
 
-    def become_follower(self, topic: str, index: int, leader_epoch: int, config: LogConfig) -> None:
-        """Stop serving `topic-index` here: another broker leads it from `leader_epoch`."""
-        partition = self._ensure(topic, index, config)
-        partition.leader_epoch = leader_epoch
-        partition.is_leader = False
-        partition.leader_state = None
-        partition.log.become_replicated()
-        partition.complete_produces(ErrorCode.not_leader_or_follower)
-        partition.wake_waiters()
+    async def _open_new_replicas(
+        self, topic: str, states: Sequence[PartitionState], config_of: ConfigSource
+    ) -> None:
+        """Create the logs of this broker's replicas of `topic` it has none for yet; one that
+        cannot be created is left to `_apply`, which reports it."""
+        mine = [s.index for s in states if self.node_id in s.replicas]
+        new = [index for index in mine if self.get(topic, index) is None]
+        if not new:
+            return
+        try:
+            config = await config_of(topic)
+            for start in range(0, len(new), CREATION_SLICE):
+                await self.open_partitions(topic, new[start : start + CREATION_SLICE], config)
+        except Exception as exc:  # a storage failure, or a config this broker cannot apply
+            log.warning("%s: new replicas' logs not created ahead: %s", topic, exc)
+
+    async def _apply(self, state: PartitionState, config_of: ConfigSource) -> ErrorCode:
+        if self.node_id not in state.replicas:
+            return ErrorCode.none
+        current = self.get(state.topic, state.index)
+        if current is not None and state.leader_epoch < current.leader_epoch:
+            log.warning("%s-%d: ignoring leader epoch %d, older than %d", state.topic,
+                        state.index, state.leader_epoch, current.leader_epoch)  # fmt: skip
+            return ErrorCode.stale_controller_epoch
+        try:
+            config = await config_of(state.topic)
+            if state.leader == self.node_id:
+                self._stop_following(state.topic, state.index)
+                self._gained(state.topic, state.index, self.become_leader(state, config))
+            else:
+                self._follow(state, self.become_follower(state, config))
+        except (StorageError, IllegalRoleTransitionError) as exc:
+            log.error("%s-%d: no log: %s", state.topic, state.index, exc)
+            return ErrorCode.kafka_storage_error
+        except Exception as exc:  # a config this broker cannot apply: the partition is refused
+            log.error("%s-%d: %s", state.topic, state.index, exc)
+            return ErrorCode.unknown_server_error
+        return ErrorCode.none
+
+    def _follow(self, state: PartitionState, partition: Partition) -> None:
+        self._lost(state.topic, state.index)
+        if state.leader >= 0 and self.followers is not None:
+            self.followers.follow(partition, state.leader, state.leader_epoch)
+        else:
+            self._stop_following(state.topic, state.index)
+
+    def _stop_following(self, topic: str, index: int) -> None:
+        if self.followers is not None:
+            self.followers.stop_following(topic, index)
+
+    def _gained(self, topic: str, index: int, gained: bool) -> None:
+        coordinator = self.coordinators.get(topic)
+        if gained and coordinator is not None:
+            coordinator.load_partition(index)
+
+    def _lost(self, topic: str, index: int) -> None:
+        coordinator = self.coordinators.get(topic)
+        if coordinator is not None:
+            coordinator.unload_partition(index)
+
+    def stop_replicas(
+        self, partitions: Sequence[tuple[str, int, bool]]
+    ) -> dict[tuple[str, int], ErrorCode]:
+        """Apply a StopReplica: stop fetching and serving each (topic, index, delete), delete
+        its log if `delete`, and have the coordinators forget what it held. The error of
+        every partition."""
+        errors: dict[tuple[str, int], ErrorCode] = {}
+        for topic, index, delete in partitions:
+            self._stop_following(topic, index)
+            try:
+                self.stop_replica(topic, index, delete=delete)
+                errors[(topic, index)] = ErrorCode.none
+            except StorageError:
+                errors[(topic, index)] = ErrorCode.kafka_storage_error
+            self._lost(topic, index)
+        return errors
 
     def stop_replica(self, topic: str, index: int, *, delete: bool) -> None:
         partition = self.partitions.get((topic, index))
@@ -286,10 +267,8 @@ class ReplicaManager:
             if delete and (topic, index) in self.log_manager.offline_partitions:
                 self.log_manager.delete(topic, index)
             return
-        partition.is_leader = False
-        partition.leader_state = None
-        partition.complete_produces(ErrorCode.not_leader_or_follower)
-        partition.wake_waiters()
+        if partition.role is not OFFLINE:
+            partition.stop()
         if delete:
             del self.partitions[(topic, index)]
             self.log_manager.delete(topic, index)
@@ -302,21 +281,25 @@ class ReplicaManager:
         return self._adopt(topic, index, self.log_manager.get_or_create(topic, index))
 
     def create_partitions(self, topic: str, count: int, config: LogConfig) -> None:
-        """Logs for partitions 0..count-1 of `topic`. StorageError if one cannot be created
-        (those before it stay); one in an offline directory is skipped, offline."""
+        """Logs for partitions 0..count-1 of `topic`, led here alone (a single node's).
+        StorageError if one cannot be created (those before it stay); one in an offline
+        directory is skipped, offline."""
         self.log_manager.set_topic_config(topic, config)
         for index in range(count):
             if (topic, index) in self.partitions or self.is_offline(topic, index):
                 continue
             self._adopt(topic, index, self.log_manager.get_or_create(topic, index))
+        self.lead_alone(topic, range(count))
 
     async def open_partitions(self, topic: str, indexes: Sequence[int], config: LogConfig) -> None:
         """Logs for `indexes` of `topic` (those not here yet), created on the default executor
-        so that the loop never waits on their files, then served from here. StorageError if one
-        cannot be created; those opened before it are served (the caller removes them)."""
+        so that the loop never waits on their files; they have no role until given one.
+        StorageError if one cannot be created; those opened before it stay (the caller removes
+        them)."""
         self.log_manager.set_topic_config(topic, config)
         wanted = [i for i in indexes if not self._known(topic, i)]
         loop = asyncio.get_running_loop()
+        self._loop = loop
         opened, error = await loop.run_in_executor(None, self._open_logs, topic, wanted)
         for partition in opened:
             self.partitions[(topic, partition.index)] = partition
@@ -355,7 +338,7 @@ class ReplicaManager:
     def is_offline(self, topic: str, index: int) -> bool:
         partition = self.partitions.get((topic, index))
         if partition is not None:
-            return partition.log.offline_reason is not None
+            return partition.role is OFFLINE
         return (topic, index) in self.log_manager.offline_partitions
 
     def delete_topic(self, topic: str) -> None:
@@ -388,45 +371,16 @@ class ReplicaManager:
             return AppendResult(ErrorCode.corrupt_message, message="no record batch")
         config = partition.log.config
         try:
-            header = validate_batch(
-                records,
-                max_message_bytes=config.max_message_bytes,
-            )
-            self._check_topic_rules(partition, header)
+            header = validate_batch(records, max_message_bytes=config.max_message_bytes)
+            name = f"{topic}-{index}"
+            check_topic_rules(header, config, name, self._clock.milliseconds())
         except RecordError as exc:
             return AppendResult(
                 ErrorCode(exc.error_code), message=str(exc), record_errors=exc.record_errors
             )
-        duplicate, producer_error = None, None
-        try:
-            duplicate = partition.producers.check(header.fields())
-        except ProducerStateError as exc:
-            producer_error = exc
-        if duplicate is not None:
-            # A retry of a batch already in the log: answered as the original is, once it is
-            # replicated (acks=all then waits, and reports a short ISR as
-            # NOT_ENOUGH_REPLICAS_AFTER_APPEND). Never NOT_ENOUGH_REPLICAS, which tells the
-            # producer the batch was not written: it would send it again under a new epoch.
-            return AppendResult(
-                ErrorCode.none,
-                duplicate.first_offset,
-                -1,
-                partition.log.log_start_offset,
-                end_offset=duplicate.last_offset + 1,
-            )
-        isr_size = len(partition.leader_state.isr) if partition.leader_state else ISR_SIZE
-        if acks == ACKS_ALL and config.min_insync_replicas > isr_size:
-            message = (
-                f"The size of the current ISR {isr_size} is insufficient to satisfy the min.isr "
-                f"requirement of {config.min_insync_replicas} for partition {topic}-{index}"
-            )
-            return AppendResult(ErrorCode.not_enough_replicas, message=message)
-        if producer_error is not None:
-            # after the ISR check, as Kafka orders them: a producer whose earlier batch was
-            # refused for a short ISR gets the same answer for the batches it had pipelined
-            # behind it, not OUT_OF_ORDER_SEQUENCE_NUMBER (which makes librdkafka bump its
-            # epoch and resend batches that may already be written)
-            return AppendResult(ErrorCode(producer_error.error_code), message=str(producer_error))
+        refused = partition.check_append(header, acks)
+        if refused is not None:
+            return refused
         if not reserve_exempt:
             shortfall = self.log_manager.free_space_shortfall(topic, index, self._min_free_bytes)
             if shortfall is not None:
@@ -436,7 +390,7 @@ class ReplicaManager:
                 partition.log.note_transactions()
             except OSError as exc:
                 return self._refuse(partition, f"cannot record transactions: {exc}")
-        return self._append_validated(partition, _stored_form(records, header, config))
+        return self._append_validated(partition, stored_form(records, header, config))
 
     def append_marker(self, topic: str, index: int, batch: bytes, commit: bool) -> AppendResult:
         """Append a COMMIT or ABORT control batch (built by the broker, so not validated as a
@@ -450,16 +404,15 @@ class ReplicaManager:
             return self._refuse(partition, f"cannot record transactions: {exc}")
         return self._append_validated(partition, batch, commit)
 
-    def _check_topic_rules(self, partition: Partition, header: BatchHeader) -> None:
-        """What the topic's configs demand of every record: keys on a compacted topic, and
-        timestamps within message.timestamp.before/after.max.ms of the broker's clock."""
-        config = partition.log.config
-        if config.compact:
-            check_keys(header, f"{partition.topic}-{partition.index}")
-        bounds = config.timestamp_bounds
-        if bounds is not None:
-            now = self._clock.milliseconds()
-            check_timestamps(header, now - bounds[0], _saturated(now + bounds[1]))
+    def leader_error(self, topic: str, index: int, current_leader_epoch: int = -1) -> ErrorCode:
+        """NONE if this broker leads `topic-index` (in `current_leader_epoch`, if one is
+        named), else what a request for that partition is answered: UNKNOWN_TOPIC_OR_PARTITION,
+        KAFKA_STORAGE_ERROR (offline here), NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH or
+        UNKNOWN_LEADER_EPOCH."""
+        partition = self.partitions.get((topic, index))
+        if partition is None or not partition.serving:
+            return self._missing_or_offline(topic, index).error
+        return partition.leader_epoch_error(current_leader_epoch)
 
     def _missing_or_offline(self, topic: str, index: int) -> AppendResult:
         if self.is_offline(topic, index):
@@ -497,8 +450,7 @@ class ReplicaManager:
         except StorageError as exc:
             self._take_offline(partition, exc)
             return AppendResult(ErrorCode.kafka_storage_error, message=str(exc))
-        if partition.leader_state is not None:
-            self._advance_high_watermark(partition)
+        partition.advance_high_watermark()
         partition.wake_waiters()
         return AppendResult(
             ErrorCode.none,
@@ -513,53 +465,17 @@ class ReplicaManager:
     def replicating(self, topic: str, index: int, end_offset: int) -> bool:
         """Whether records up to `end_offset` still wait for followers (acks=all)."""
         partition = self.partitions.get((topic, index))
-        return (
-            partition is not None
-            and partition.leader_state is not None
-            and partition.log.high_watermark < end_offset
-        )
+        return partition is not None and not partition.replicated(end_offset)
 
     async def wait_replicated(
         self, topic: str, index: int, end_offset: int, timeout_ms: int
     ) -> ErrorCode:
-        """For acks=all: wait until the high watermark reaches `end_offset` (every ISR member
-        has the records), then check the ISR is still large enough."""
+        """For acks=all: wait until every ISR member has the records before `end_offset`,
+        then check the ISR is still large enough."""
         partition = self.partitions.get((topic, index))
         if partition is None or not partition.is_leader:
             return ErrorCode.not_leader_or_follower
-        if partition.log.high_watermark < end_offset:
-            future: asyncio.Future[ErrorCode] = asyncio.get_running_loop().create_future()
-            partition.produce_waiters.append((end_offset, future))
-            try:
-                async with asyncio.timeout(timeout_ms / 1000):
-                    error = await future
-            except TimeoutError:
-                return ErrorCode.request_timed_out
-            if error is not ErrorCode.none:
-                return error
-        state = partition.leader_state
-        if state is not None and len(state.isr) < partition.log.config.min_insync_replicas:
-            return ErrorCode.not_enough_replicas_after_append
-        return ErrorCode.none
-
-    def _follower_fetched(self, partition: Partition, replica: int, offset: int) -> None:
-        state = partition.leader_state
-        if state is None:
-            return
-        now = self._clock.monotonic_ms()
-        state.follower_fetched(replica, offset, partition.log.log_end_offset, now)
-        self._advance_high_watermark(partition)
-        self._propose_isr(partition, now)
-
-    def _advance_high_watermark(self, partition: Partition) -> None:
-        state = partition.leader_state
-        if state is None:
-            return
-        candidate = state.high_watermark(partition.log.log_end_offset)
-        if candidate > partition.log.high_watermark:
-            partition.log.update_high_watermark(candidate)
-            partition.complete_produces()
-            partition.wake_waiters()
+        return await wait_replicated(partition, end_offset, timeout_ms)
 
     def _propose_isr(self, partition: Partition, now_ms: int) -> None:
         state = partition.leader_state
@@ -576,20 +492,14 @@ class ReplicaManager:
         """Propose ISR shrinks for followers that fell behind (run every second or so)."""
         now = self._clock.monotonic_ms()
         for partition in self.partitions.values():
-            if partition.leader_state is not None and partition.is_leader:
+            if partition.is_leader:
                 self._propose_isr(partition, now)
 
     def isr_answered(
         self, partition: Partition, isr: frozenset[int] | None, partition_epoch: int
     ) -> None:
         """The controller's answer to a proposal: the ISR it now has (None: refused)."""
-        state = partition.leader_state
-        if state is None:
-            return
-        state.pending_isr = None
-        if isr is not None and partition_epoch >= state.partition_epoch:
-            state.isr, state.partition_epoch = isr, partition_epoch
-        self._advance_high_watermark(partition)
+        partition.isr_answered(isr, partition_epoch)
 
     # ---- fetch --------------------------------------------------------------------------------
 
@@ -620,7 +530,8 @@ class ReplicaManager:
             if available >= min_bytes or errors or remaining <= 0 or not requests:
                 return results
             release(results)
-            await self._wait_for_data(requests, remaining)
+            watched = [p for r in requests if (p := self.get(r.topic, r.partition))]
+            await wait_for_data(watched, remaining)
 
     def _read_all(
         self,
@@ -646,7 +557,7 @@ class ReplicaManager:
         self.log_manager.take_offline(partition.topic, partition.index, str(exc))
         partition.log.take_offline(str(exc))
         for other in self.partitions.values():
-            if other.log.offline_reason is not None:
+            if other.role is OFFLINE:
                 other.wake_waiters()
 
     def _read_one(
@@ -660,73 +571,19 @@ class ReplicaManager:
         read_committed: bool = False,
     ) -> FetchResult:
         partition = self.partitions.get((request.topic, request.partition))
-        follower_read = (
-            from_followers
-            and replica_id < 0
-            and partition is not None
-            and not partition.is_leader
-            and partition.log.offline_reason is None
-        )
-        if partition is None or not (partition.serving or follower_read):
+        follower_read = from_followers and replica_id < 0
+        if partition is None or not (partition.serving or (follower_read and
+                                     partition.role is FOLLOWER)):  # fmt: skip
             error = self._missing_or_offline(request.topic, request.partition).error
             return FetchResult(request.topic, request.partition, error)
-        current = request.current_leader_epoch
-        if 0 <= current < partition.leader_epoch:
-            return FetchResult(request.topic, request.partition, ErrorCode.fenced_leader_epoch)
-        if current > partition.leader_epoch:
-            return FetchResult(request.topic, request.partition, ErrorCode.unknown_leader_epoch)
-        limit = min(budget, request.max_bytes)
-        bound = None
-        if replica_id >= 0:
-            if partition.leader_state is None or replica_id not in partition.leader_state.replicas:
-                return FetchResult(
-                    request.topic, request.partition, ErrorCode.not_leader_or_follower
-                )
-            bound = partition.log.log_end_offset
-            if request.offset <= bound:
-                self._follower_fetched(partition, replica_id, request.offset)
-        elif read_committed:
-            bound = partition.last_stable_offset
-        try:
-            info = partition.log.read(
-                request.offset, limit, min_one_batch=min_one_batch, retain=True, max_offset=bound
-            )
-        except LogDirectoryError:
-            return FetchResult(request.topic, request.partition, ErrorCode.kafka_storage_error)
-        except OffsetOutOfRangeError:
-            partition_log = partition.log
-            if follower_read and request.offset > partition_log.log_end_offset and current < 0:
-                # A consumer that gives no leader epoch may be here on stale metadata: an
-                # empty answer makes it retry (and refresh) rather than reset its position.
-                return FetchResult(
-                    request.topic,
-                    request.partition,
-                    ErrorCode.none,
-                    partition_log.high_watermark,
-                    partition_log.log_start_offset,
-                )
-            return FetchResult(
-                request.topic,
-                request.partition,
-                ErrorCode.offset_out_of_range,
-                partition_log.high_watermark,
-                partition_log.log_start_offset,
-            )
-        data = info.data if limit > 0 or min_one_batch else None
-        stable = partition.last_stable_offset
-        aborted = None
-        if read_committed and bound is not None:
-            aborted = _aborted_in(partition, request.offset, data)
-        return FetchResult(
-            request.topic,
-            request.partition,
-            ErrorCode.none,
-            info.high_watermark,
-            info.log_start_offset,
-            data,
-            last_stable_offset=stable,
-            aborted=aborted,
-        )
+        now = self._clock.monotonic_ms()
+        result = partition.fetch_records(
+            request, min(budget, request.max_bytes), min_one_batch=min_one_batch,
+            replica_id=replica_id, read_committed=read_committed, now_ms=now,
+        )  # fmt: skip
+        if replica_id >= 0 and result.error is ErrorCode.none:
+            self._propose_isr(partition, now)
+        return result
 
     def preferred_read_replica(
         self, topic: str, index: int, offset: int, client_rack: str, racks: Mapping[int, str | None]
@@ -735,37 +592,9 @@ class ReplicaManager:
         result naming the in-sync replica in that rack to read from instead (KIP-392), or None
         when it should read here."""
         partition = self.partitions.get((topic, index))
-        if partition is None or not partition.serving or partition.leader_state is None:
+        if partition is None or not partition.serving:
             return None
-        state = partition.leader_state
-        chosen = preferred_read_replica(state, offset, client_rack, racks)
-        if chosen == state.node_id:
-            return None
-        return FetchResult(
-            topic,
-            index,
-            ErrorCode.none,
-            partition.log.high_watermark,
-            partition.log.log_start_offset,
-            preferred_read_replica=chosen,
-        )
-
-    async def _wait_for_data(
-        self, requests: Sequence[FetchRequestPartition], timeout_ms: int
-    ) -> None:
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        watched = [p for r in requests if (p := self.partitions.get((r.topic, r.partition)))]
-        for partition in watched:
-            partition.waiters.append(waiter)
-        try:
-            async with asyncio.timeout(timeout_ms / 1000):
-                await waiter
-        except TimeoutError:
-            pass
-        finally:
-            for partition in watched:
-                if waiter in partition.waiters:
-                    partition.waiters.remove(waiter)
+        return partition.preferred_read_replica(offset, client_rack, racks)
 
     # ---- offsets ------------------------------------------------------------------------------
 
@@ -778,22 +607,7 @@ class ReplicaManager:
         partition = self.partitions.get((topic, index))
         if partition is None or not partition.serving:
             return self._missing_or_offline(topic, index).error, -1, -1
-        partition_log = partition.log
-        if timestamp == LATEST_TIMESTAMP:
-            if read_committed:
-                return ErrorCode.none, partition.last_stable_offset, -1
-            return ErrorCode.none, partition_log.high_watermark, -1
-        if timestamp == EARLIEST_TIMESTAMP:
-            return ErrorCode.none, partition_log.log_start_offset, -1
-        if timestamp == MAX_TIMESTAMP:
-            offset, ts = partition_log.max_timestamp_offset()
-            return ErrorCode.none, offset, ts
-        if timestamp < 0:
-            return ErrorCode.invalid_request, -1, -1
-        found = partition_log.offset_for_timestamp(timestamp)
-        if found is None or found[0] >= partition_log.high_watermark:
-            return ErrorCode.none, -1, -1
-        return ErrorCode.none, found[0], found[1]
+        return partition.offset_for(timestamp, read_committed=read_committed)
 
     def delete_records(self, topic: str, index: int, offset: int) -> tuple[ErrorCode, int]:
         """Move the log start offset to `offset` (-1: the high watermark).
@@ -801,53 +615,15 @@ class ReplicaManager:
         partition = self.partitions.get((topic, index))
         if partition is None or not partition.serving:
             return self._missing_or_offline(topic, index).error, -1
-        partition_log = partition.log
-        target = partition_log.high_watermark if offset == -1 else offset
         try:
-            partition_log.increment_log_start_offset(target)
-        except OffsetOutOfRangeError:
-            return ErrorCode.offset_out_of_range, partition_log.log_start_offset
-        try:
-            partition_log.delete_old_segments(retention=False)
-        except OSError as exc:
-            log.warning("%s-%d: segments below the log start offset kept for now: %s",
-                        topic, index, exc)  # fmt: skip
+            return partition.delete_records(offset)
         except LogDirectoryError as exc:
             self._take_offline(partition, exc)
-        return ErrorCode.none, partition_log.log_start_offset
+            return ErrorCode.none, partition.log.log_start_offset
 
 
-def _aborted_in(
-    partition: Partition, offset: int, data: FileSlice | None
-) -> tuple[tuple[int, int], ...]:
-    """(producer id, first offset) of the aborted transactions with records in the data a
-    read_committed fetch returns, from the log's aborted-transaction indexes."""
-    if data is None:
-        return ()
-    txns = partition.log.collect_aborted_txns(offset, data.next_offset)
-    return tuple((txn.producer_id, txn.first_offset) for txn in txns)
-
-
-def _saturated(value: int) -> int:
-    return min(value, 2**63 - 1)
-
-
-def _stored_form(records: bytes, header: BatchHeader, config: LogConfig) -> bytes:
-    """The batch as the topic stores it: recompressed when compression.type names a codec other
-    than the producer's."""
-    codec = STORED_CODEC.get(config.compression_type)
-    if codec is None or codec == header.compression:
-        return records
-    level = {
-        Compression.GZIP: config.compression_gzip_level,
-        Compression.LZ4: config.compression_lz4_level,
-        Compression.ZSTD: config.compression_zstd_level,
-    }.get(codec)
-    return recompress(header, codec, None if level == -1 else level)
-
-
-def release(results: Sequence[FetchResult]) -> None:
-    """Close the file slices a fetch handed out."""
-    for result in results:
-        if result.data is not None:
-            result.data.close()
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None

@@ -41,7 +41,7 @@ from weir.broker.connections import SMALL_FRAME_BYTES, ConnectionLimiter, Reques
 from weir.broker.context import BrokerContext, ProducerIdAllocator
 from weir.broker.dynamic_config import BrokerConfigStore, DynamicBrokerConfig
 from weir.broker.group.coordinator import GroupConfig, GroupCoordinator
-from weir.broker.group.store import GroupStore
+from weir.broker.group.store import OFFSETS_TOPIC, GroupStore
 from weir.broker.handlers import HANDLERS, api_versions
 from weir.broker.replica_manager import ReplicaManager
 from weir.broker.request_log import RequestLog
@@ -58,7 +58,7 @@ from weir.broker.transport import PlaintextTransport, TlsError, TlsTransport, Tr
 from weir.broker.tuning import apply_allocator_settings, release_free_heap
 from weir.broker.txn.coordinator import TransactionCoordinator, TxnConfig
 from weir.broker.txn.markers import LocalMarkerWriter
-from weir.broker.txn.store import TransactionStore
+from weir.broker.txn.store import TRANSACTION_STATE_TOPIC, TransactionStore
 from weir.broker.txn.verification import VerificationGuards, build_verifier
 from weir.broker.wire import ChunkedResponse
 from weir.clock import Clock, SystemClock, ThreadScheduler
@@ -174,7 +174,6 @@ class Broker:
             logs,
             self.clock,
             min_free_bytes=config.log_dir_min_free_bytes,
-            leads_all=self.cluster is None,
             node_id=config.node_id,
             replica_lag_time_max_ms=config.replica_lag_time_max_ms,
         )
@@ -202,6 +201,9 @@ class Broker:
         producer_ids = ProducerIdAllocator(metadata)
         guards = VerificationGuards()
         transactions = self._transaction_coordinator(replicas, topics, producer_ids, groups, guards)
+        if self.cluster is not None:  # on a single node they serve every partition from the start
+            replicas.coordinators[OFFSETS_TOPIC] = groups
+            replicas.coordinators[TRANSACTION_STATE_TOPIC] = transactions
         leader_of = self.cluster.leader_of if self.cluster is not None else None
         return BrokerContext(
             config,

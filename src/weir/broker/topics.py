@@ -26,7 +26,7 @@ from kio.schema.errors import ErrorCode
 from weir.broker.cluster_node import ClusterNode
 from weir.broker.config import BrokerConfig
 from weir.broker.partition_limit import limit_refusal
-from weir.broker.replica_manager import ReplicaManager
+from weir.broker.replica_manager import CREATION_SLICE, ReplicaManager
 from weir.cluster.metadata import MetadataError, MetadataStore, TopicInfo, validate_topic_name
 from weir.cluster.placement import PlacementError
 from weir.cluster.zookeeper import ZooKeeperUnavailableError
@@ -42,8 +42,6 @@ T = TypeVar("T")
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_STATE_TOPIC = "__transaction_state"
-#: partitions whose logs are created in one job on the default executor
-CREATION_SLICE = 100
 
 
 def internal_topic_error(name: str, what: str) -> TopicError | None:
@@ -295,7 +293,8 @@ class TopicManager:
 
     async def _open_in_slices(self, info: TopicInfo, indexes: Sequence[int]) -> None:
         """Open the logs of `indexes` of the topic, CREATION_SLICE at a time on the default
-        executor; stop if the topic is deleted meanwhile."""
+        executor, each slice led here alone once open; stop if the topic is deleted
+        meanwhile."""
         config = self.log_config(info)
         for start in range(0, len(indexes), CREATION_SLICE):
             if not self._still_stands(info):
@@ -303,12 +302,12 @@ class TopicManager:
                     ErrorCode.unknown_topic_or_partition,
                     f"topic {info.name!r} was deleted while its partitions were created",
                 )
+            chunk = indexes[start : start + CREATION_SLICE]
             try:
-                await self.replicas.open_partitions(
-                    info.name, indexes[start : start + CREATION_SLICE], config
-                )
+                await self.replicas.open_partitions(info.name, chunk, config)
             except StorageError as exc:
                 raise TopicError(ErrorCode.kafka_storage_error, str(exc)) from None
+            self.replicas.lead_alone(info.name, chunk)
 
     def _still_stands(self, info: TopicInfo) -> bool:
         current = self.metadata.topic(info.name)

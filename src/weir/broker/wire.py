@@ -16,19 +16,11 @@ from typing import Any
 
 from weir.protocol.codec import Request, encode_response
 from weir.protocol.framing import size_prefix
+from weir.protocol.uvarint import encode_uvarint
 from weir.storage import FileSlice
 
 Chunk = bytes | FileSlice
 _INT32 = struct.Struct(">i")
-
-
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +55,7 @@ class ChunkedResponse:
                 raise ValueError("records marker missing from the encoded response")
             prefix_len = 1 if flexible else 4
             chunks.append(encoded[position : at - prefix_len])
-            chunks.append(_uvarint(data.size + 1) if flexible else _INT32.pack(data.size))
+            chunks.append(encode_uvarint(data.size + 1) if flexible else _INT32.pack(data.size))
             chunks.append(data)
             position = at + len(marker)
         chunks.append(encoded[position:])

@@ -155,8 +155,8 @@ def _verify(manager: LogManager, samples: dict[str, list[bytes]]) -> int:
         log = manager.get(f"logs.{source}", 0)
         assert log is not None
         offset = 0
-        while offset < log.high_watermark:
-            info = log.read(offset, 64 * 1024)
+        while offset < log.log_end_offset:
+            info = log.read(offset, 64 * 1024, max_offset=log.log_end_offset)
             assert info.data is not None
             for header in iter_batches(info.data.read_bytes(), verify_crc=True):
                 for record in iter_records(header):

@@ -14,6 +14,7 @@ and kio 0.6.5 dropped: those come from `weir.protocol.kio_legacy`.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import struct
 from collections.abc import Callable, Mapping
@@ -22,7 +23,7 @@ from functools import cache
 from types import ModuleType
 from typing import Any
 
-from kio.index import load_payload_module
+from kio.index import KioIndexError, load_payload_module
 from kio.schema.index import PayloadEntityType
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
@@ -82,6 +83,36 @@ def _payload_module(
     if api_key in kio_legacy.api_key_map:
         return kio_legacy.load_payload_module(api_key, api_version, entity_type)
     return load_payload_module(api_key, api_version, entity_type)
+
+
+#: more versions than any API has: every version of a message is below this
+_VERSION_BOUND = 32
+
+
+@cache
+def field_names(cls: type) -> frozenset[str]:
+    """The fields of one version's message class."""
+    return frozenset(f.name for f in dataclasses.fields(cls))
+
+
+@cache
+def fields_in_any_version(cls: type) -> frozenset[str]:
+    """The fields the message `cls` has in any version of its API: the names a handler that
+    serves every version may give it."""
+    api_key: int = cls.__api_key__  # type: ignore[attr-defined]
+    # a nested entity's __type__ is `nested`: its module says request or response
+    response = cls.__module__.endswith(".response")
+    entity_type: PayloadEntityType = EntityType.response if response else EntityType.request
+    names: set[str] = set()
+    for version in range(_VERSION_BOUND):
+        try:
+            module = _payload_module(api_key, version, entity_type)
+        except KioIndexError:
+            continue
+        same = getattr(module, cls.__name__, None)
+        if isinstance(same, type) and dataclasses.is_dataclass(same):
+            names |= field_names(same)
+    return frozenset(names)
 
 
 @cache

@@ -18,6 +18,7 @@ from typing import Any
 from kio.serial._introspect import classify_field, is_optional
 
 from weir.protocol.errors import InvalidRequestError
+from weir.protocol.uvarint import UvarintError, decode_uvarint, encode_uvarint
 
 _FIXED = {"bool": 1, "int8": 1, "int16": 2, "int32": 4, "int64": 8, "uint16": 2, "uint32": 4,
           "uint64": 8, "float64": 8, "error_code": 2, "timedelta_i32": 4, "timedelta_i64": 8,
@@ -69,17 +70,11 @@ class _Walk:
         return int(value)
 
     def uvarint(self) -> int:
-        shift = value = 0
-        while True:
-            self.need(1)
-            byte = self.data[self.pos]
-            self.pos += 1
-            value |= (byte & 0x7F) << shift
-            if byte < 0x80:
-                return value
-            shift += 7
-            if shift > 35:
-                raise InvalidRequestError("unsigned varint longer than 5 bytes")
+        try:
+            value, self.pos = decode_uvarint(self.data, self.pos)
+        except UvarintError as exc:
+            raise InvalidRequestError(str(exc)) from None
+        return value
 
     def length(self, flexible: bool, wide: bool) -> int:
         """A string/bytes/array length: compact uvarint-1 or int16/int32; -1 means null."""
@@ -132,7 +127,7 @@ class _Walk:
                 kept += self.data[tag_start : self.pos]
                 kept_count += 1
         if kept_count != count:
-            self.edits.append((start, self.pos, _encode_uvarint(kept_count) + bytes(kept)))
+            self.edits.append((start, self.pos, encode_uvarint(kept_count) + bytes(kept)))
 
     def result(self) -> bytes | memoryview:
         if not self.edits:
@@ -144,15 +139,6 @@ class _Walk:
             last = end
         out += self.data[last:]
         return bytes(out)
-
-
-def _encode_uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def checked_payload(

@@ -227,6 +227,16 @@ def peek_offset_and_size(buf: Buffer, position: int = 0) -> tuple[int, int]:
     return base_offset, LOG_OVERHEAD + length
 
 
+def peek_transactional(buf: Buffer, position: int = 0) -> bool:
+    """Whether the batch at `position` is a transactional data batch (a control batch is not),
+    from its attributes alone: usable before the batch is validated (False if too short to
+    have attributes)."""
+    if len(buf) < position + ATTRIBUTES_POS + _I16.size:
+        return False
+    (attributes,) = _I16.unpack_from(buf, position + ATTRIBUTES_POS)
+    return int(attributes) & (TRANSACTIONAL_BIT | CONTROL_BIT) == TRANSACTIONAL_BIT
+
+
 def iter_batches(buf: Buffer, *, verify_crc: bool = False) -> Iterator[BatchHeader]:
     """Walk consecutive batches in `buf`. Raises CorruptRecordError at a torn or damaged one."""
     position = 0

@@ -6,8 +6,8 @@ snapshots (see `producer_snapshot.py`) and the `leader-epoch-checkpoint`. In mem
     log start offset <= high watermark <= log end offset,   recovery point <= log end offset
 
 The log end offset (LEO) is the next offset to assign. The high watermark (HW) is what consumers
-may read; with replication it moves as followers catch up, on a single node it follows the LEO
-(`high.watermark.policy=log-end`) or the flushed end (`flushed`). The recovery point is the
+may read. The log stores it; the partition's owner decides it (`weir.broker.partition`: the
+leader from its ISR, a follower from its leader). The recovery point is the
 offset below which everything is known to be on disk; after an unclean shutdown only segments
 at or above it are scanned.
 
@@ -33,7 +33,7 @@ import bisect
 import logging
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -51,7 +51,7 @@ from weir.records import (
 )
 from weir.records.batch import CONTROL_BIT
 from weir.records.control import marker_commits
-from weir.storage.config import HW_LOG_END, TIMESTAMP_LOG_APPEND_TIME, LogConfig
+from weir.storage.config import TIMESTAMP_LOG_APPEND_TIME, LogConfig
 from weir.storage.errors import (
     CorruptIndexError,
     InvalidOffsetError,
@@ -126,8 +126,8 @@ class PartitionLog:
         high_watermark: int | None = None,
         clean_shutdown: bool = False,
     ) -> None:
-        """`high_watermark`: the one checkpointed before a restart; it takes effect when the
-        log becomes a replica of a replicated partition (`become_replicated`)."""
+        """`high_watermark`: the one checkpointed before a restart (the log end offset if
+        none). It moves only by `update_high_watermark`: the partition's owner decides it."""
         self.directory = directory
         self.config = config
         self._clock = clock
@@ -144,9 +144,8 @@ class PartitionLog:
         self._directory_unsynced = False
         self.first_dirty_offset = 0  # where compaction has not been yet (see cleaner.py)
         self.tombstones_due_ms: int | None = None  # when kept tombstones may go (cleaner.py)
-        #: a replica of a replicated partition: the high watermark moves only by
-        #: `update_high_watermark` (the leader's view of its followers), never by appends
-        self.replicated = False
+        #: called after a flush moved the recovery point, on the flushing thread under the lock
+        self.on_flushed: Callable[[], None] | None = None
         #: whether transactional batches were ever appended here (a marker file says so)
         self.has_transactions = (directory / TRANSACTIONS_MARKER).exists()
         self._txn_files = TransactionFiles(directory, self.load_report.problems)
@@ -158,10 +157,8 @@ class PartitionLog:
             self.segments, ends, self.log_end_offset, None if clean_shutdown else recovery_point
         )
         self.recovery_point = self.log_end_offset  # clean, or recovered segments were fsynced
-        self.high_watermark = self.log_end_offset
-        self._restored_high_watermark = (
-            self.log_end_offset if high_watermark is None else high_watermark
-        )
+        restored = self.log_end_offset if high_watermark is None else high_watermark
+        self.high_watermark = max(self.log_start_offset, min(restored, self.log_end_offset))
         self.epoch_cache.truncate_from_end(self.log_end_offset)
         self._unflushed_records = 0
         self._last_flush_ms = clock.monotonic_ms()
@@ -359,8 +356,6 @@ class PartitionLog:
                 raise LogWriteError(f"{self.directory.name}: append failed: {exc}") from exc
             raise LogDirectoryError(f"{self.directory.name}: append failed: {exc}") from exc
         self.log_end_offset = last + 1
-        if not self.replicated and self.config.high_watermark_policy == HW_LOG_END:
-            self.high_watermark = self.log_end_offset
         self._unflushed_records += fields.records_count
         if self._unflushed_records >= self.config.flush_messages:
             self._flush()
@@ -492,8 +487,8 @@ class PartitionLog:
         self.recovery_point = self.log_end_offset
         self._unflushed_records = 0
         self._last_flush_ms = self._clock.monotonic_ms()
-        if not self.replicated and self.config.high_watermark_policy != HW_LOG_END:
-            self.high_watermark = self.log_end_offset
+        if self.on_flushed is not None:
+            self.on_flushed()
 
     # ---- read ---------------------------------------------------------------------------------
 
@@ -696,18 +691,6 @@ class PartitionLog:
             (self.directory / TRANSACTIONS_MARKER).touch()
             fsync_directory(self.directory)
             self.has_transactions = True
-
-    def become_replicated(self) -> None:
-        """From now on the high watermark moves only by `update_high_watermark`. The first
-        time, it goes back to the one checkpointed before the restart: records past it may
-        never have reached the other replicas, and must not be read until they have."""
-        with self._lock:
-            if self.replicated:
-                return
-            self.replicated = True
-            restored = max(self.log_start_offset, self._restored_high_watermark)
-            self.high_watermark = min(self.high_watermark, restored)
-            self._restored_high_watermark = self.log_end_offset
 
     def update_high_watermark(self, offset: int) -> None:
         with self._lock:

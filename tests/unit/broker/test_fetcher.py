@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from weir.broker.fetcher import CLOSE_TIMEOUT_S, LeaderFetcher
-from weir.broker.replica_manager import Partition, ReplicaManager
+from weir.broker.partition import Partition, PartitionState
+from weir.broker.replica_manager import ReplicaManager
 from weir.clock import FakeClock, FakeScheduler
 from weir.storage import LogConfig, LogManager, LogManagerConfig
 
@@ -23,10 +24,10 @@ TOPIC = "orders"
 def follower(tmp_path: Path) -> Iterator[tuple[ReplicaManager, Partition]]:
     clock = FakeClock()
     logs = LogManager(tmp_path, LogConfig(), clock, FakeScheduler(clock), LogManagerConfig(), {})
-    replicas = ReplicaManager(logs, clock, leads_all=False, node_id=FOLLOWER)
-    replicas.become_follower(TOPIC, 0, 1, LogConfig())
-    partition = replicas.get(TOPIC, 0)
-    assert partition is not None
+    replicas = ReplicaManager(logs, clock, node_id=FOLLOWER)
+    partition = replicas.become_follower(
+        PartitionState(TOPIC, 0, LEADER, 1, (LEADER, FOLLOWER), (LEADER, FOLLOWER)), LogConfig()
+    )
     yield replicas, partition
     logs.close()
 

@@ -13,7 +13,9 @@ from pathlib import Path
 
 from kio.schema.errors import ErrorCode
 
-from weir.broker.replica_manager import FetchRequestPartition, Partition, ReplicaManager, release
+from weir.broker.partition import Partition
+from weir.broker.replica_manager import ReplicaManager
+from weir.broker.results import FetchRequestPartition, release
 from weir.broker.txn.markers import control_batch
 from weir.clock import FakeClock, FakeScheduler
 from weir.records import BatchSpec, Record, build_batch

@@ -13,14 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 
-from weir.broker.replica_manager import (
-    AppendResult,
-    FetchRequestPartition,
-    Partition,
-    ReplicaManager,
-    release,
-)
+from weir.broker.partition import Partition, PartitionState
+from weir.broker.replica_manager import ReplicaManager
 from weir.broker.replication import LeaderState, preferred_read_replica
+from weir.broker.results import AppendResult, FetchRequestPartition, release
 from weir.clock import FakeClock, FakeScheduler
 from weir.records import BatchSpec, Record, build_batch, iter_batches
 from weir.storage import LogConfig, LogManager, LogManagerConfig
@@ -51,15 +47,10 @@ class Leader:
         partition_epoch: int = 0,
         config: LogConfig | None = None,
     ) -> Partition:
-        self.replicas.become_leader(
-            TOPIC,
-            0,
-            epoch,
-            config or LogConfig(),
-            replicas=replicas,
-            isr=replicas if isr is None else isr,
-            partition_epoch=partition_epoch,
+        state = PartitionState(
+            TOPIC, 0, LEADER, epoch, replicas, replicas if isr is None else isr, partition_epoch
         )
+        self.replicas.become_leader(state, config or LogConfig())
         partition = self.replicas.get(TOPIC, 0)
         assert partition is not None
         return partition
@@ -107,12 +98,15 @@ class Leader:
         self.replicas.isr_answered(partition, isr, partition_epoch)
 
 
+def follower_state(epoch: int) -> PartitionState:
+    """Broker 0 follows broker 1's leadership of epoch `epoch`."""
+    return PartitionState(TOPIC, 0, 1, epoch, (0, 1, 2), (0, 1, 2))
+
+
 @pytest.fixture
 def leader(tmp_path: Path, clock: FakeClock) -> Iterator[Leader]:
     logs = LogManager(tmp_path, LogConfig(), clock, FakeScheduler(clock), LogManagerConfig(), {})
-    replicas = ReplicaManager(
-        logs, clock, leads_all=False, node_id=LEADER, replica_lag_time_max_ms=LAG_MS
-    )
+    replicas = ReplicaManager(logs, clock, node_id=LEADER, replica_lag_time_max_ms=LAG_MS)
     world = Leader(replicas, clock)
     replicas.on_isr_proposal = lambda _partition, isr: world.proposals.append(isr)
     yield world
@@ -241,7 +235,7 @@ def test_a_follower_that_fetches_but_falls_further_behind_is_proposed_for_remova
 
 def test_a_caught_up_follower_joins_only_past_the_leaders_epoch_start(leader: Leader) -> None:
     # Broker 0 was a follower that replicated offsets 0..3, and now leads from epoch 2 on.
-    leader.replicas.become_follower(TOPIC, 0, 1, LogConfig())
+    leader.replicas.become_follower(follower_state(epoch=1), LogConfig())
     partition = leader.replicas.get(TOPIC, 0)
     assert partition is not None
     records = [Record(offset=i, timestamp=0, key=None, value=b"x") for i in range(4)]
@@ -340,7 +334,7 @@ def test_an_acks_all_produce_fails_when_leadership_moves_while_it_waits(leader: 
             leader.replicas.wait_replicated(TOPIC, 0, result.end_offset, 5_000)
         )
         await asyncio.sleep(0)
-        leader.replicas.become_follower(TOPIC, 0, 2, LogConfig())
+        leader.replicas.become_follower(follower_state(epoch=2), LogConfig())
         assert await asyncio.wait_for(waiting, 1) is ErrorCode.not_leader_or_follower
 
     asyncio.run(scenario())

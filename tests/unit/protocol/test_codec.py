@@ -36,6 +36,7 @@ from weir.protocol.errors import (
     UnknownApiKeyError,
     UnsupportedVersionError,
 )
+from weir.protocol.uvarint import encode_uvarint
 
 # kio registers strategies for its primitives but not for record bytes.
 st.register_type_strategy(Records, st.binary(max_size=64).map(Records))
@@ -356,15 +357,6 @@ def decodes_or_refuses(payload: bytes) -> None:
     assert outcome == "ok", f"{payload!r} -> {outcome}"
 
 
-def uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 SMALL_HOST = 4 << 30  # address space, so the outcome is the same on any machine
 
 
@@ -372,7 +364,7 @@ SMALL_HOST = 4 << 30  # address space, so the outcome is the same on any machine
     "payload",
     [
         # Metadata v12, topics: a compact array of 2**35 - 2 entries (kio's largest), 17 bytes
-        struct.pack(">hhih", ApiKey.METADATA, 12, 1, 1) + b"t\0" + uvarint(2**35 - 1),
+        struct.pack(">hhih", ApiKey.METADATA, 12, 1, 1) + b"t\0" + encode_uvarint(2**35 - 1),
         # CreateTopics v2, topics: an int32 count of 2**31 - 1, 15 bytes
         struct.pack(">hhih", ApiKey.CREATE_TOPICS, 2, 1, 1) + b"t\x7f\xff\xff\xff",
     ],

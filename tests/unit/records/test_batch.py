@@ -21,6 +21,7 @@ from weir.records import (
     iter_batches,
     iter_records,
     peek_offset_and_size,
+    peek_transactional,
     set_base_offset,
     set_log_append_time,
     set_partition_leader_epoch,
@@ -108,6 +109,7 @@ def test_header_fields_of_a_built_batch(records: list[Record], spec: BatchSpec) 
     assert header.base_sequence == spec.base_sequence
     assert header.partition_leader_epoch == spec.partition_leader_epoch
     assert header.is_transactional == spec.transactional
+    assert peek_transactional(buf) == spec.transactional
     assert header.is_log_append_time == spec.log_append_time
     assert not header.is_control
     assert peek_offset_and_size(buf) == (records[0].offset, len(buf))
@@ -161,6 +163,14 @@ def test_control_and_transactional_bits() -> None:
     assert header.is_control
     assert header.is_transactional
     assert header.attributes == 0x30
+    assert not peek_transactional(buf)  # a transaction's marker, not its data
+
+
+def test_peek_transactional_refuses_what_is_too_short_to_have_attributes() -> None:
+    spec = BatchSpec(producer_id=7, producer_epoch=0, transactional=True)
+    buf = build_batch([Record(offset=0, timestamp=0, key=None, value=b"v")], spec=spec)
+    assert peek_transactional(buf) and peek_transactional(buf[:23])
+    assert not peek_transactional(buf[:22]) and not peek_transactional(b"")
 
 
 @MODEST

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from storage_helpers import OpenLog, all_values, batch
+from storage_helpers import OpenLog, all_values, batch, commit
 
 from weir import diskio
 from weir.clock import FakeClock, FakeScheduler
@@ -37,6 +37,7 @@ def fill(log: PartitionLog, count: int, tag: bytes = b"v") -> list[tuple[int, by
     for i in range(count):
         value = tag + b"%04d" % i * 10
         info = log.append(batch([value]), leader_epoch=0)
+        commit(log)
         acked.append((info.first_offset, value))
     return acked
 

@@ -61,7 +61,9 @@ class LogModel(RuleBasedStateMachine):
         )
         assert info.first_offset == self.end
         assert info.last_offset == self.end + count - 1
+        assert self.log.high_watermark < info.last_offset + 1  # the append alone did not move it
         self.batches.append((self.end, values))
+        self.log.update_high_watermark(self.end)  # as the partition's leader alone does
 
     @rule(data=st.data(), max_bytes=st.integers(1, 5000))
     def read(self, data: st.DataObject, max_bytes: int) -> None:

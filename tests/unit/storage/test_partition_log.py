@@ -3,12 +3,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from storage_helpers import OpenLog, all_values, batch
+from storage_helpers import OpenLog, all_values, batch, commit, readable_values
 
 from weir.clock import FakeClock, FakeScheduler
 from weir.records import BatchHeader, iter_batches, iter_records
 from weir.storage import LogConfig, OffsetOutOfRangeError, PartitionLog
-from weir.storage.config import HW_FLUSHED, TIMESTAMP_LOG_APPEND_TIME
+from weir.storage.config import TIMESTAMP_LOG_APPEND_TIME
 from weir.storage.errors import InvalidOffsetError
 
 SMALL = LogConfig(segment_bytes=1000, index_interval_bytes=100)
@@ -61,6 +61,7 @@ def test_read_returns_whole_batches_within_max_bytes(open_log: OpenLog) -> None:
     log = open_log()
     for i in range(10):
         log.append(batch([b"%d" % i * 100]), leader_epoch=0)
+    commit(log)
     size = next(log.batches()).size
     info = log.read(2, 3 * size + size // 2)
     assert info.data is not None
@@ -71,6 +72,7 @@ def test_read_returns_whole_batches_within_max_bytes(open_log: OpenLog) -> None:
 def test_read_returns_one_oversized_batch_kip74(open_log: OpenLog) -> None:
     log = open_log()
     log.append(batch([b"x" * 5000]), leader_epoch=0)
+    commit(log)
     info = log.read(0, 100)
     assert info.data is not None and info.data.size > 5000
     assert log.read(0, 100, min_one_batch=False).data is None
@@ -80,6 +82,7 @@ def test_read_from_the_middle_of_a_batch_starts_at_that_batch(open_log: OpenLog)
     log = open_log()
     log.append(batch([b"a", b"b", b"c"]), leader_epoch=0)
     log.append(batch([b"d"]), leader_epoch=0)
+    commit(log)
     info = log.read(1, 1 << 20)
     assert info.data is not None
     assert [h.base_offset for h in iter_batches(info.data.read_bytes())] == [0, 3]
@@ -93,23 +96,46 @@ def test_read_outside_the_log_is_out_of_range(open_log: OpenLog) -> None:
         log.read(2, 100)
 
 
-def test_reads_stop_at_the_high_watermark(open_log: OpenLog) -> None:
+def test_reads_stop_at_the_high_watermark_the_owner_sets(open_log: OpenLog) -> None:
     log = open_log(SMALL)
     for i in range(20):
         log.append(batch([b"%d" % i * 30]), leader_epoch=0)
+    assert log.high_watermark == 0 and readable_values(log) == []  # appends do not move it
     log.update_high_watermark(7)
-    assert [o for o, _ in all_values(log)] == list(range(7))
+    assert [o for o, _ in readable_values(log)] == list(range(7))
     info = log.read(0, 1 << 20, max_offset=log.log_end_offset)
     assert info.data is not None and info.high_watermark == 7
+    log.update_high_watermark(99)
+    assert log.high_watermark == log.log_end_offset == 20  # never past the log end
 
 
-def test_flushed_high_watermark_policy_exposes_only_flushed_records(open_log: OpenLog) -> None:
-    log = open_log(LogConfig(high_watermark_policy=HW_FLUSHED, flush_messages=3))
+def test_a_restart_restores_the_checkpointed_high_watermark(
+    open_log: OpenLog, tmp_path: Path, clock: FakeClock, scheduler: FakeScheduler
+) -> None:
+    log = open_log(SMALL)
+    for i in range(10):
+        log.append(batch([b"%d" % i * 30]), leader_epoch=0)
+    log.close()
+    again = PartitionLog(log.directory, SMALL, clock, scheduler, high_watermark=4)
+    assert again.high_watermark == 4 and again.log_end_offset == 10
+    again.close()
+    past_the_end = PartitionLog(log.directory, SMALL, clock, scheduler, high_watermark=50)
+    assert past_the_end.high_watermark == 10
+    past_the_end.close()
+    unknown = PartitionLog(log.directory, SMALL, clock, scheduler)
+    assert unknown.high_watermark == 10  # none checkpointed: the log end
+    unknown.close()
+
+
+def test_a_flush_tells_the_owner_once_the_recovery_point_moved(open_log: OpenLog) -> None:
+    log = open_log(LogConfig(flush_messages=3))
+    seen: list[tuple[int, int]] = []
+    log.on_flushed = lambda: seen.append((log.recovery_point, log.high_watermark))
     log.append(batch([b"a"]), leader_epoch=0)
     log.append(batch([b"b"]), leader_epoch=0)
-    assert log.high_watermark == 0 and log.recovery_point == 0
+    assert seen == [] and log.recovery_point == 0
     log.append(batch([b"c"]), leader_epoch=0)
-    assert log.high_watermark == 3 and log.recovery_point == 3
+    assert seen == [(3, 0)]  # flushed; the high watermark is the owner's to move
 
 
 def test_flush_ms_policy(open_log: OpenLog, clock: FakeClock) -> None:
@@ -147,6 +173,7 @@ def test_truncate_to_removes_the_tail_and_later_segments(open_log: OpenLog) -> N
     log = open_log(SMALL)
     for i in range(30):
         log.append(batch([b"%d" % i * 40]), leader_epoch=i // 10)
+    commit(log)
     log.truncate_to(12)
     assert log.log_end_offset == 12 and log.high_watermark == 12
     assert [o for o, _ in all_values(log)] == list(range(12))
@@ -172,6 +199,7 @@ def test_append_as_follower_keeps_offsets(
     leader = open_log(SMALL)
     for i in range(5):
         leader.append(batch([b"%d" % i, b"z"]), leader_epoch=2)
+    commit(leader)
     info = leader.read(0, 1 << 20)
     assert info.data is not None
     raw = info.data.read_bytes()
@@ -246,6 +274,7 @@ def test_delete_records_moves_the_log_start_offset(open_log: OpenLog) -> None:
     log = open_log(LogConfig(segment_bytes=1000, index_interval_bytes=100, retention_ms=-1))
     for i in range(30):
         log.append(batch([b"%d" % i * 40]), leader_epoch=0)
+    commit(log)
     log.increment_log_start_offset(15)
     with pytest.raises(OffsetOutOfRangeError):
         log.read(14, 100)
@@ -261,6 +290,7 @@ def test_batches_keep_their_bytes_on_disk(open_log: OpenLog) -> None:
     log = open_log()
     original = bytearray(batch([b"k"], timestamp=99))
     log.append(bytes(original), leader_epoch=7)
+    commit(log)
     stored = log.read(0, 100).data
     assert stored is not None
     raw = stored.read_bytes()

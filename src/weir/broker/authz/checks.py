@@ -17,7 +17,7 @@ from weir.broker.authz.acl import (
     operations_bit_field,
 )
 from weir.broker.context import BrokerContext
-from weir.broker.replica_manager import FetchRequestPartition, FetchResult
+from weir.broker.results import FetchRequestPartition, FetchResult
 from weir.broker.topics import internal_topic_error
 
 TOPIC = ResourceType.TOPIC

@@ -14,6 +14,7 @@ from kio.schema.errors import ErrorCode
 
 from weir.broker.authz.checks import add_partitions_refusals
 from weir.broker.context import BrokerContext, fenced_error, make
+from weir.broker.handlers.per_partition import partition_errors
 from weir.protocol.apis import ApiKey
 from weir.protocol.codec import Request, response_module
 
@@ -88,13 +89,6 @@ def _exists(broker: BrokerContext, topic: str, index: int) -> bool:
 
 
 def _by_topic(m: Any, errors: dict[tuple[str, int], ErrorCode]) -> tuple[Any, ...]:
-    topics: dict[str, list[Any]] = {}
-    for (topic, index), error in errors.items():
-        topics.setdefault(topic, []).append(
-            make(m.AddPartitionsToTxnPartitionResult, partition_index=index,
-                 partition_error_code=error)
-        )  # fmt: skip
-    return tuple(
-        make(m.AddPartitionsToTxnTopicResult, name=topic, results_by_partition=tuple(results))
-        for topic, results in topics.items()
-    )
+    return partition_errors(errors, m.AddPartitionsToTxnPartitionResult,
+                            m.AddPartitionsToTxnTopicResult, error="partition_error_code",
+                            partitions="results_by_partition")  # fmt: skip

@@ -11,6 +11,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from weir.broker.context import BrokerContext, make
+from weir.broker.handlers.per_partition import by_topic
 from weir.cluster.controller import IsrChange
 from weir.protocol.apis import ApiKey
 from weir.protocol.codec import Request, response_module
@@ -39,23 +40,21 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
     if results is None:
         return make(m.AlterPartitionResponse, throttle_time=datetime.timedelta(0),
                     error_code=ErrorCode.not_controller, topics=())  # fmt: skip
-    by_topic: dict[str, list[Any]] = {}
-    for result in results:
-        state = result.state
-        by_topic.setdefault(result.topic, []).append(make(
-            m.PartitionData, partition_index=result.index, error_code=ErrorCode(result.error_code),
-            leader_id=state.leader if state else -1,
-            leader_epoch=state.leader_epoch if state else -1,
-            isr=tuple(state.isr) if state else (), leader_recovery_state=0,
-            partition_epoch=result.partition_epoch,
-        ))  # fmt: skip
-    assert cluster is not None
-    return make(
-        m.AlterPartitionResponse,
-        throttle_time=datetime.timedelta(0),
-        error_code=ErrorCode.none,
-        topics=tuple(
-            make(m.TopicData, topic_id=cluster.cache.topic_ids.get(name), partitions=tuple(ps))
-            for name, ps in by_topic.items()
-        ),
+    topic_ids = cluster.cache.topic_ids if cluster is not None else {}
+    topics = by_topic(
+        (((result.topic, result.index), result) for result in results),
+        lambda _index, result: _partition(m, result),
+        lambda name, entries: make(m.TopicData, topic_id=topic_ids.get(name), partitions=entries),
     )
+    return make(m.AlterPartitionResponse, throttle_time=datetime.timedelta(0),
+                error_code=ErrorCode.none, topics=topics)  # fmt: skip
+
+
+def _partition(m: Any, result: Any) -> Any:
+    state = result.state
+    return make(
+        m.PartitionData, partition_index=result.index, error_code=ErrorCode(result.error_code),
+        leader_id=state.leader if state else -1, leader_epoch=state.leader_epoch if state else -1,
+        isr=tuple(state.isr) if state else (), leader_recovery_state=0,
+        partition_epoch=result.partition_epoch,
+    )  # fmt: skip

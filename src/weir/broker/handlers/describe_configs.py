@@ -216,6 +216,6 @@ def _config(m: Any, entry: ConfigEntry, synonyms: bool, docs: bool) -> Any:
     return make(
         m.DescribeConfigsResourceResult, name=entry.name, value=entry.value,
         read_only=entry.read_only, config_source=entry.source,
-        is_default=entry.source == DEFAULT_CONFIG, is_sensitive=False, synonyms=listed,
+        is_sensitive=False, synonyms=listed,
         config_type=int(entry.type), documentation=entry.doc if docs else None,
     )  # fmt: skip

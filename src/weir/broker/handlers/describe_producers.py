@@ -24,9 +24,8 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
         for index in topic.partition_indexes:
             partition = broker.replicas.get(topic.name, index)
             refused = topic_error(broker, AclOperation.READ, topic.name)
-            if refused or partition is None or not partition.serving:
-                error = refused or (ErrorCode.unknown_topic_or_partition if partition is None
-                                    else ErrorCode.not_leader_or_follower)  # fmt: skip
+            error = refused or broker.replicas.leader_error(topic.name, index)
+            if error is not ErrorCode.none or partition is None:
                 partitions.append(make(m.PartitionResponse, partition_index=index,
                                        error_code=error, active_producers=()))  # fmt: skip
                 continue

@@ -14,6 +14,7 @@ from kio.schema.errors import ErrorCode
 from weir.broker.authz.acl import AclOperation
 from weir.broker.authz.checks import cluster_error
 from weir.broker.context import BrokerContext, make
+from weir.broker.handlers.per_partition import partition_errors
 from weir.protocol.apis import ApiKey
 from weir.protocol.codec import Request, response_module
 
@@ -64,17 +65,8 @@ def _refusal(m: Any, error: ErrorCode, wanted: list[TopicPartition]) -> Any:
 
 
 def _response(m: Any, error: ErrorCode, results: dict[TopicPartition, ErrorCode]) -> Any:
-    by_topic: dict[str, list[Any]] = {}
-    for (topic, index), code in sorted(results.items()):
-        by_topic.setdefault(topic, []).append(
-            make(m.PartitionResult, partition_id=index, error_code=code, error_message=None)
-        )
-    return make(
-        m.ElectLeadersResponse,
-        throttle_time=datetime.timedelta(0),
-        error_code=error,
-        replica_election_results=tuple(
-            make(m.ReplicaElectionResult, topic=topic, partition_result=tuple(parts))
-            for topic, parts in by_topic.items()
-        ),
-    )
+    topics = partition_errors(dict(sorted(results.items())), m.PartitionResult,
+                              m.ReplicaElectionResult, index="partition_id", name="topic",
+                              partitions="partition_result", error_message=None)  # fmt: skip
+    return make(m.ElectLeadersResponse, throttle_time=datetime.timedelta(0), error_code=error,
+                replica_election_results=topics)  # fmt: skip

@@ -23,10 +23,12 @@ from kio.static.primitive import Records
 
 from weir.broker.authz.checks import split_fetch
 from weir.broker.context import BrokerContext, make
-from weir.broker.replica_manager import FetchRequestPartition, FetchResult, release
+from weir.broker.handlers.per_partition import by_topic
+from weir.broker.results import FetchRequestPartition, FetchResult, release
 from weir.broker.wire import ChunkedResponse
 from weir.protocol.apis import ApiKey
 from weir.protocol.codec import Request, response_module
+from weir.storage import FileSlice
 
 MARKER_BYTES = 16
 READ_COMMITTED = 1
@@ -76,27 +78,31 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
 
 def _response(request: Request, results: list[FetchResult]) -> ChunkedResponse:
     m = response_module(ApiKey.FETCH, request.api_version)
-    slices = {}
-    topics: dict[str, list[Any]] = {}
-    for result in results:
-        records = Records(b"")
-        if result.data is not None:
-            marker = os.urandom(MARKER_BYTES)
-            slices[marker] = result.data
-            records = Records(marker)
-        partition = make(
-            m.PartitionData, partition_index=result.partition, error_code=result.error,
-            high_watermark=result.high_watermark,
-            last_stable_offset=_stable(result),
-            log_start_offset=result.log_start_offset, aborted_transactions=_aborted(m, result),
-            preferred_read_replica=result.preferred_read_replica, records=records,
-        )  # fmt: skip
-        topics.setdefault(result.topic, []).append(partition)
+    slices: dict[bytes, FileSlice] = {}
+    topics = by_topic(
+        (((r.topic, r.partition), r) for r in results),
+        lambda _index, result: _partition(m, result, slices),
+        lambda name, entries: make(m.FetchableTopicResponse, topic=name, partitions=entries),
+    )
     response = make(m.FetchResponse, throttle_time=datetime.timedelta(0), error_code=ErrorCode.none,
-                    session_id=0, responses=tuple(
-                        make(m.FetchableTopicResponse, topic=t, partitions=tuple(ps))
-                        for t, ps in topics.items()))  # fmt: skip
+                    session_id=0, responses=topics)  # fmt: skip
     return ChunkedResponse.with_slices(request, response, slices)
+
+
+def _partition(m: Any, result: FetchResult, slices: dict[bytes, FileSlice]) -> Any:
+    """One partition's data; its file slice stands in the response as a random marker that
+    the wire replaces with the slice (noted in `slices`)."""
+    records = Records(b"")
+    if result.data is not None:
+        marker = os.urandom(MARKER_BYTES)
+        slices[marker] = result.data
+        records = Records(marker)
+    return make(
+        m.PartitionData, partition_index=result.partition, error_code=result.error,
+        high_watermark=result.high_watermark, last_stable_offset=_stable(result),
+        log_start_offset=result.log_start_offset, aborted_transactions=_aborted(m, result),
+        preferred_read_replica=result.preferred_read_replica, records=records,
+    )  # fmt: skip
 
 
 def _stable(result: FetchResult) -> int:

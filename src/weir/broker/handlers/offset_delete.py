@@ -7,6 +7,7 @@ from typing import Any
 
 from weir.broker.authz.checks import unreadable_partitions
 from weir.broker.context import BrokerContext, make
+from weir.broker.handlers.per_partition import partition_errors
 from weir.protocol.apis import ApiKey
 from weir.protocol.codec import Request, response_module
 
@@ -20,11 +21,7 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
         body.group_id, [w for w in wanted if w not in refused]
     )
     results = {**results, **refused}
-    topics: dict[str, list[Any]] = {}
-    for (name, index), partition_error in results.items():
-        topics.setdefault(name, []).append(
-            make(m.OffsetDeleteResponsePartition, partition_index=index,
-                 error_code=partition_error))  # fmt: skip
+    topics = partition_errors(results, m.OffsetDeleteResponsePartition,
+                              m.OffsetDeleteResponseTopic)  # fmt: skip
     return make(m.OffsetDeleteResponse, error_code=error, throttle_time=datetime.timedelta(0),
-                topics=tuple(make(m.OffsetDeleteResponseTopic, name=n, partitions=tuple(ps))
-                             for n, ps in topics.items()))  # fmt: skip
+                topics=topics)  # fmt: skip

@@ -12,6 +12,8 @@ from kio.schema.errors import ErrorCode
 from weir.broker.authz.acl import AclOperation, ResourceType
 from weir.broker.authz.checks import authorized_names, group_error
 from weir.broker.context import BrokerContext, make
+from weir.broker.group.group import CommittedOffset
+from weir.broker.handlers.per_partition import by_topic
 from weir.protocol.apis import ApiKey
 from weir.protocol.codec import Request, response_module
 
@@ -64,9 +66,9 @@ def _topics(
     if requested is not None:
         wanted = [(t.name, p) for t in requested for p in t.partition_indexes]
     committed = broker.groups.fetch_offsets(group_id, wanted)
-    topics: dict[str, list[Any]] = {}
     names = (name for name, _ in committed)
     describable = authorized_names(broker, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
+    answers: list[tuple[tuple[str, int], tuple[ErrorCode, CommittedOffset | None]]] = []
     for (name, index), offset in sorted(committed.items()):
         error = ErrorCode.none
         if name not in describable:
@@ -75,11 +77,20 @@ def _topics(
             error, offset = ErrorCode.topic_authorization_failed, None
         elif require_stable and broker.groups.has_pending(group_id, (name, index)):
             error, offset = ErrorCode.unstable_offset_commit, None
-        topics.setdefault(name, []).append(make(
-            getattr(m, partition_type), partition_index=index,
-            committed_offset=offset.offset if offset else -1,
-            committed_leader_epoch=offset.leader_epoch if offset else -1,
-            metadata=offset.metadata if offset else "", error_code=error,
-        ))  # fmt: skip
-    return tuple(make(getattr(m, topic_type), name=name, partitions=tuple(parts))
-                 for name, parts in topics.items())  # fmt: skip
+        answers.append(((name, index), (error, offset)))
+    return by_topic(
+        answers,
+        lambda index, answer: _partition(getattr(m, partition_type), index, *answer),
+        lambda name, entries: make(getattr(m, topic_type), name=name, partitions=entries),
+    )
+
+
+def _partition(
+    partition_type: type, index: int, error: ErrorCode, offset: CommittedOffset | None
+) -> Any:
+    return make(
+        partition_type, partition_index=index, error_code=error,
+        committed_offset=offset.offset if offset else -1,
+        committed_leader_epoch=offset.leader_epoch if offset else -1,
+        metadata=offset.metadata if offset else "",
+    )  # fmt: skip

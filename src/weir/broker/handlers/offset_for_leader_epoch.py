@@ -36,19 +36,8 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
 
 def _end_offset(m: Any, broker: BrokerContext, topic: str, request: Any, refused: ErrorCode) -> Any:
     partition = broker.replicas.get(topic, request.partition)
-    error = refused
-    if refused:
-        pass
-    elif partition is None:
-        error = ErrorCode.unknown_topic_or_partition
-    elif not partition.serving:
-        error = ErrorCode.not_leader_or_follower
-    else:
-        current = getattr(request, "current_leader_epoch", -1)
-        if 0 <= current < partition.leader_epoch:
-            error = ErrorCode.fenced_leader_epoch
-        elif current > partition.leader_epoch:
-            error = ErrorCode.unknown_leader_epoch
+    current = getattr(request, "current_leader_epoch", -1)
+    error = refused or broker.replicas.leader_error(topic, request.partition, current)
     if error is not ErrorCode.none or partition is None:
         return make(m.EpochEndOffset, error_code=error, partition=request.partition,
                     leader_epoch=UNDEFINED, end_offset=UNDEFINED)  # fmt: skip

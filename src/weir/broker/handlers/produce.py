@@ -18,6 +18,7 @@ from weir.broker.context import BrokerContext, make
 from weir.protocol.apis import ApiKey
 from weir.protocol.codec import Request, response_module
 from weir.protocol.errors import InvalidRequestError
+from weir.records import peek_transactional
 
 ACKS_ALL = -1
 VALID_ACKS = (0, 1, ACKS_ALL)
@@ -128,16 +129,10 @@ async def _verify_transactional(
     `weir.broker.txn.verification`): one check per partition of a transaction."""
     batches = [(topic.name, data.index, data.records)
                for topic in body.topic_data for data in topic.partition_data
-               if body_is_transactional(data.records)]  # fmt: skip
+               if data.records is not None and peek_transactional(data.records)]  # fmt: skip
     if not batches or broker.verification is None or body.acks not in VALID_ACKS:
         return {}
     return await broker.verification.verify(getattr(body, "transactional_id", None), batches)
-
-
-def body_is_transactional(records: bytes | None) -> bool:
-    """Bit 4 of the batch attributes (byte 22) marks a transactional batch; control batches
-    (bit 5) are not counted, validation refuses them from clients."""
-    return records is not None and len(records) > 22 and records[22] & 0x30 == 0x10
 
 
 def _error(m: Any, index: int, error: ErrorCode, message: str) -> Any:

@@ -1,5 +1,6 @@
 """StopReplica (5): stop serving partitions here, and delete their logs when asked (topic
-deletion)."""
+deletion). The replica manager applies it (`ReplicaManager.stop_replicas`), the coordinators
+of the internal topics told."""
 
 from __future__ import annotations
 
@@ -8,31 +9,20 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from weir.broker.context import BrokerContext, make
+from weir.broker.handlers.per_partition import flat_partition_errors
 from weir.protocol.apis import InterBrokerApiKey
 from weir.protocol.codec import Request, response_module
-from weir.storage import StorageError
 
 
 async def handle(broker: BrokerContext, request: Request) -> Any:
     m = response_module(InterBrokerApiKey.STOP_REPLICA, request.api_version)
     body = request.body
-    cluster = broker.cluster
     error = broker.controller_request_error(body)
-    if error is not ErrorCode.none or cluster is None:
+    if error is not ErrorCode.none:
         return make(m.StopReplicaResponse, error_code=error, partition_errors=())
-    results = []
-    for topic, index, delete in _partitions(body):
-        code = ErrorCode.none
-        try:
-            cluster.stop_following(topic, index)
-            broker.replicas.stop_replica(topic, index, delete=delete)
-        except StorageError:
-            code = ErrorCode.kafka_storage_error
-        results.append(
-            make(m.StopReplicaPartitionError, topic_name=topic, partition_index=index,
-                 error_code=code)
-        )  # fmt: skip
-    return make(m.StopReplicaResponse, error_code=ErrorCode.none, partition_errors=tuple(results))
+    errors = broker.replicas.stop_replicas(_partitions(body))
+    results = flat_partition_errors(errors, m.StopReplicaPartitionError)
+    return make(m.StopReplicaResponse, error_code=ErrorCode.none, partition_errors=results)
 
 
 def _partitions(body: Any) -> list[tuple[str, int, bool]]:

@@ -12,6 +12,7 @@ from typing import Any
 from weir.broker.authz.acl import AclOperation
 from weir.broker.authz.checks import cluster_error
 from weir.broker.context import BrokerContext, make
+from weir.broker.handlers.per_partition import partition_errors
 from weir.broker.txn.markers import append_markers_here, control_batch
 from weir.protocol.apis import ApiKey
 from weir.protocol.codec import Request, response_module
@@ -32,14 +33,8 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
             broker.replicas, batch, marker.producer_id, marker.transaction_result, partitions,
             broker.groups.complete_transaction, on_marker,
         )  # fmt: skip
-        by_topic: dict[str, list[Any]] = {}
-        for (topic, index), error in outcome.items():
-            by_topic.setdefault(topic, []).append(
-                make(m.WritableTxnMarkerPartitionResult, partition_index=index, error_code=error)
-            )
-        results.append(make(
-            m.WritableTxnMarkerResult, producer_id=marker.producer_id,
-            topics=tuple(make(m.WritableTxnMarkerTopicResult, name=name, partitions=tuple(parts))
-                         for name, parts in by_topic.items()),
-        ))  # fmt: skip
+        topics = partition_errors(outcome, m.WritableTxnMarkerPartitionResult,
+                                  m.WritableTxnMarkerTopicResult)  # fmt: skip
+        results.append(make(m.WritableTxnMarkerResult, producer_id=marker.producer_id,
+                            topics=topics))  # fmt: skip
     return make(m.WriteTxnMarkersResponse, markers=tuple(results))

@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from weir.broker.txn.state import EMPTY, TxnState
+from weir.protocol.uvarint import decode_uvarint, encode_uvarint
 
 KEY_VERSION = 0
 VALUE_VERSIONS = (0, 1)
@@ -120,14 +121,14 @@ def _by_topic(partitions: Iterable[tuple[str, int]]) -> list[tuple[str, list[int
 
 def _partitions(groups: list[tuple[str, list[int]]] | None, flexible: bool) -> bytes:
     if groups is None:
-        return _uvarint(0) if flexible else _I32.pack(-1)
-    out = bytearray(_uvarint(len(groups) + 1) if flexible else _I32.pack(len(groups)))
+        return encode_uvarint(0) if flexible else _I32.pack(-1)
+    out = bytearray(encode_uvarint(len(groups) + 1) if flexible else _I32.pack(len(groups)))
     for topic, indexes in groups:
         out += _compact_string(topic) if flexible else _string(topic)
-        out += _uvarint(len(indexes) + 1) if flexible else _I32.pack(len(indexes))
+        out += encode_uvarint(len(indexes) + 1) if flexible else _I32.pack(len(indexes))
         out += b"".join(_I32.pack(i) for i in indexes)
         if flexible:
-            out += _uvarint(0)  # the entry's (empty) tagged-field section
+            out += encode_uvarint(0)  # the entry's (empty) tagged-field section
     return bytes(out)
 
 
@@ -145,9 +146,9 @@ def _value_tags(value: TxnLogValue) -> dict[int, bytes]:
 
 
 def _tagged_fields(tags: dict[int, bytes]) -> bytes:
-    out = bytearray(_uvarint(len(tags)))
+    out = bytearray(encode_uvarint(len(tags)))
     for tag in sorted(tags):
-        out += _uvarint(tag) + _uvarint(len(tags[tag])) + tags[tag]
+        out += encode_uvarint(tag) + encode_uvarint(len(tags[tag])) + tags[tag]
     return bytes(out)
 
 
@@ -158,16 +159,7 @@ def _string(text: str) -> bytes:
 
 def _compact_string(text: str) -> bytes:
     data = text.encode("utf-8")
-    return _uvarint(len(data) + 1) + data
-
-
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
+    return encode_uvarint(len(data) + 1) + data
 
 
 # ---- decoding ---------------------------------------------------------------------------------
@@ -218,15 +210,8 @@ class _Reader:
         return self.take(max(self.uvarint() - 1, 0)).decode("utf-8")
 
     def uvarint(self) -> int:
-        value = shift = 0
-        while True:
-            byte = self.take(1)[0]
-            value |= (byte & 0x7F) << shift
-            if not byte & 0x80:
-                return value
-            shift += 7
-            if shift > 28:
-                raise ValueError("unsigned varint longer than five bytes")
+        value, self.position = decode_uvarint(self.data, self.position)
+        return value
 
     def tagged_fields(self) -> dict[int, bytes]:
         tags = {}

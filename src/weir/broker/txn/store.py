@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from kio.schema.errors import ErrorCode
 
 from weir.broker.group.store import java_string_hash
-from weir.broker.replica_manager import ACKS_ALL, Partition, ReplicaManager
+from weir.broker.partition import ACKS_ALL, Partition
+from weir.broker.replica_manager import ReplicaManager
 from weir.broker.topics import (
     TRANSACTION_STATE_TOPIC,
     TopicError,

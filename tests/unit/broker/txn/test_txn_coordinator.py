@@ -340,3 +340,24 @@ def test_a_state_topic_of_another_size_places_ids_by_its_own_partitions(world: T
     assert {world.store.partition_for(txn_id) for txn_id in ids} == {0}
     coordinator = world.reopen()
     assert {coordinator.transactions[txn_id].state for txn_id in ids} == {ONGOING}
+
+
+def test_stop_replica_of_a_transaction_state_partition_unloads_its_transactions(
+    world: TxnWorld,
+) -> None:
+    """As a cluster's broker has it: the replica manager tells the coordinator of every
+    leadership of `__transaction_state` lost, StopReplica's included."""
+
+    async def scenario() -> None:
+        producer = await world.init()
+        await world.init("elsewhere")
+        assert await world.add(producer, ORDERS_0) is ErrorCode.none
+
+    run(scenario())
+    world.replicas.coordinators[TRANSACTION_STATE_TOPIC] = world.coordinator
+    mine = world.store.partition_for("t")
+    assert world.store.partition_for("elsewhere") != mine
+    errors = world.replicas.stop_replicas([(TRANSACTION_STATE_TOPIC, mine, False)])
+    assert errors == {(TRANSACTION_STATE_TOPIC, mine): ErrorCode.none}
+    assert "t" not in world.coordinator.transactions
+    assert "elsewhere" in world.coordinator.transactions

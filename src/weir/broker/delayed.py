@@ -1,0 +1,51 @@
+"""Requests that wait on partitions (Kafka's DelayedFetch and DelayedProduce): a fetch until
+data arrives at one of its partitions, an acks=all produce until the ISR has its records. Each
+parks a future on the partitions (`Partition.waiters`, `Partition.produce_waiters`) that the
+partition's owner resolves: no polling.
+
+Thread-safety: event-loop only, as `Partition`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+from kio.schema.errors import ErrorCode
+
+from weir.broker.partition import Partition
+
+
+async def wait_for_data(partitions: Sequence[Partition], timeout_ms: int) -> None:
+    """Until something is appended to one of `partitions` (or one changes role or goes
+    offline), or `timeout_ms` passes."""
+    waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    for partition in partitions:
+        partition.waiters.append(waiter)
+    try:
+        async with asyncio.timeout(timeout_ms / 1000):
+            await waiter
+    except TimeoutError:
+        pass
+    finally:
+        for partition in partitions:
+            if waiter in partition.waiters:
+                partition.waiters.remove(waiter)
+
+
+async def wait_replicated(partition: Partition, end_offset: int, timeout_ms: int) -> ErrorCode:
+    """For acks=all on a partition this broker leads: wait until every ISR member has the
+    records before `end_offset`, then check the ISR is still large enough."""
+    if not partition.replicated(end_offset):
+        future: asyncio.Future[ErrorCode] = asyncio.get_running_loop().create_future()
+        partition.produce_waiters.append((end_offset, future))
+        try:
+            async with asyncio.timeout(timeout_ms / 1000):
+                error = await future
+        except TimeoutError:
+            return ErrorCode.request_timed_out
+        if error is not ErrorCode.none:
+            return error
+    if partition.isr_size < partition.log.config.min_insync_replicas:
+        return ErrorCode.not_enough_replicas_after_append
+    return ErrorCode.none
