@@ -11,11 +11,13 @@ from pathlib import Path
 import pytest
 from cluster_brokers import CHROOT, BrokerSet, ZooKeeperView, zookeeper_view
 from cluster_processes import (
+    IN_CI,
     WeirCommand,
     processes_mentioning,
     require_zookeeper,
     start_zookeeper,
 )
+from faultkit import netns_unavailable
 
 from weir.cli.zookeeper import Installation, ZooKeeperServer
 
@@ -71,3 +73,14 @@ def zk_view(zookeeper: ZooKeeperServer) -> Iterator[ZooKeeperView]:
     """The test's own kazoo client on the `zookeeper` fixture, reading inside CHROOT."""
     with zookeeper_view(zookeeper.connect, CHROOT) as view:
         yield view
+
+
+@pytest.fixture
+def netns() -> None:
+    """Network namespaces and veth pairs can be made here (root): skipped without them
+    locally, failed in CI."""
+    reason = netns_unavailable()
+    if reason is not None:
+        if IN_CI:
+            pytest.fail(reason)
+        pytest.skip(reason)

@@ -13,8 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cluster_processes import IN_CI
-from faultkit import FaultCluster, fault_cluster, netns_unavailable
+from faultkit import FaultCluster, fault_cluster
 from txnkit import run_txn_faults
 
 from weir.cli.zookeeper import Installation
@@ -26,12 +25,9 @@ CONFIG: dict[str, object] = {
 
 
 @pytest.fixture
-def cluster(tmp_path: Path, zookeeper_installation: Installation) -> Iterator[FaultCluster]:
-    reason = netns_unavailable()
-    if reason is not None:
-        if IN_CI:
-            pytest.fail(reason)
-        pytest.skip(reason)
+def cluster(
+    tmp_path: Path, zookeeper_installation: Installation, netns: None
+) -> Iterator[FaultCluster]:
     with fault_cluster(tmp_path / "cluster", config=CONFIG) as started:
         yield started
 

@@ -13,13 +13,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cluster_processes import IN_CI
 from confluent_kafka import KafkaError, Producer
 from faultkit import (
     TEST_RANGE,
     FaultCluster,
     fault_cluster,
-    netns_unavailable,
     poll,
     route_of,
 )
@@ -28,12 +26,9 @@ from weir.cli.zookeeper import Installation
 
 
 @pytest.fixture
-def cluster(tmp_path: Path, zookeeper_installation: Installation) -> Iterator[FaultCluster]:
-    reason = netns_unavailable()
-    if reason is not None:
-        if IN_CI:
-            pytest.fail(reason)
-        pytest.skip(reason)
+def cluster(
+    tmp_path: Path, zookeeper_installation: Installation, netns: None
+) -> Iterator[FaultCluster]:
     with fault_cluster(tmp_path / "cluster", brokers=1) as started:
         yield started
 

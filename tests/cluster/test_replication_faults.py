@@ -26,7 +26,6 @@ from dataclasses import asdict
 from pathlib import Path
 
 import pytest
-from cluster_processes import IN_CI
 from confluent_kafka import Producer
 from faultkit import (
     CHROOT,
@@ -38,7 +37,6 @@ from faultkit import (
     check,
     eventually,
     fault_cluster,
-    netns_unavailable,
     poll,
     producer_config,
     read_everything,
@@ -55,15 +53,10 @@ PARTITIONS = 3
 
 @pytest.fixture
 def clusters(
-    tmp_path: Path, zookeeper_installation: Installation
+    tmp_path: Path, zookeeper_installation: Installation, netns: None
 ) -> Iterator[Callable[..., FaultCluster]]:
     """`clusters(config=None)`: a started FaultCluster; namespaces, links, ZooKeeper and brokers
     are all removed after the test, passed or failed."""
-    reason = netns_unavailable()
-    if reason is not None:
-        if IN_CI:
-            pytest.fail(reason)
-        pytest.skip(reason)
     numbers = itertools.count()
     with contextlib.ExitStack() as stack:
 
