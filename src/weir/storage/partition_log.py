@@ -34,12 +34,12 @@ import logging
 import os
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from weir import diskio
 from weir.clock import Clock, Scheduler
-from weir.durable import TEMP_SUFFIX, fsync_directory
+from weir.durable import fsync_directory
 from weir.records import (
     HEADER_SIZE,
     BatchHeader,
@@ -53,30 +53,21 @@ from weir.records.batch import CONTROL_BIT
 from weir.records.control import marker_commits
 from weir.storage.config import HW_LOG_END, TIMESTAMP_LOG_APPEND_TIME, LogConfig
 from weir.storage.errors import (
-    CorruptIndexError,
     InvalidOffsetError,
     LogDirectoryError,
     LogWriteError,
     OffsetOutOfRangeError,
 )
 from weir.storage.files import (
-    CLEANED_SUFFIX,
     DELETED_SUFFIX,
-    INDEX_SUFFIX,
     LEADER_EPOCH_CHECKPOINT,
-    LOG_SUFFIX,
-    PRODUCER_SNAPSHOT_SUFFIX,
-    SEGMENT_SUFFIXES,
     SWAP_SUFFIX,
-    TIME_INDEX_SUFFIX,
     TRANSACTIONS_MARKER,
-    TXN_INDEX_SUFFIX,
-    parse_base_offset,
-    segment_path,
 )
 from weir.storage.leader_epoch import LeaderEpochCache
+from weir.storage.log_loader import LoadReport, LogLoader
 from weir.storage.producer_snapshot import ProducerSnapshots
-from weir.storage.segment import FileSlice, LogSegment
+from weir.storage.segment import FileSlice, LogSegment, open_new_segment
 from weir.storage.txn_index import AbortedTxn
 from weir.storage.txn_state import ProducerStateReplay, ProducerStateSource, TransactionFiles
 
@@ -102,17 +93,6 @@ class ReadInfo:
     log_end_offset: int
 
 
-@dataclass
-class LoadReport:
-    """What loading found: the segments it scanned and everything it dropped or rebuilt."""
-
-    recovered_segments: int = 0
-    truncated_bytes: int = 0
-    #: batches read to rebuild producer state (those after the snapshot it started from)
-    replayed_batches: int = 0
-    problems: list[str] = field(default_factory=list)
-
-
 class PartitionLog:
     def __init__(
         self,
@@ -133,30 +113,29 @@ class PartitionLog:
         self._clock = clock
         self._scheduler = scheduler
         self._lock = threading.RLock()
-        self.segments: list[LogSegment] = []
         directory.mkdir(parents=True, exist_ok=True)
         self.epoch_cache = LeaderEpochCache(directory / LEADER_EPOCH_CHECKPOINT)
-        self.log_start_offset = log_start_offset
-        self.recovery_point = recovery_point
         self.load_report = LoadReport()
         self.offline_reason: str | None = None
         self.closed = False
         self._directory_unsynced = False
-        self.first_dirty_offset = 0  # where compaction has not been yet (see cleaner.py)
-        self.tombstones_due_ms: int | None = None  # when kept tombstones may go (cleaner.py)
         #: a replica of a replicated partition: the high watermark moves only by
         #: `update_high_watermark` (the leader's view of its followers), never by appends
         self.replicated = False
         #: whether transactional batches were ever appended here (a marker file says so)
         self.has_transactions = (directory / TRANSACTIONS_MARKER).exists()
         self._txn_files = TransactionFiles(directory, self.load_report.problems)
-        self._load(clean_shutdown)
-        self.log_end_offset = self.active_segment.next_offset()
-        self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
-        ends = [self._segment_end(i) for i in range(len(self.segments))]
-        self._txn_files.check_at_load(
-            self.segments, ends, self.log_end_offset, None if clean_shutdown else recovery_point
-        )
+        loaded = LogLoader(
+            directory, config, clock,
+            epoch_cache=self.epoch_cache, txn_files=self._txn_files, report=self.load_report,
+        ).load(
+            recovery_point=recovery_point,
+            log_start_offset=log_start_offset,
+            clean_shutdown=clean_shutdown,
+        )  # fmt: skip
+        self.segments = loaded.segments
+        self.log_start_offset = loaded.log_start_offset
+        self.log_end_offset = loaded.log_end_offset
         self.recovery_point = self.log_end_offset  # clean, or recovered segments were fsynced
         self.high_watermark = self.log_end_offset
         self._restored_high_watermark = (
@@ -165,122 +144,6 @@ class PartitionLog:
         self.epoch_cache.truncate_from_end(self.log_end_offset)
         self._unflushed_records = 0
         self._last_flush_ms = clock.monotonic_ms()
-
-    # ---- loading ------------------------------------------------------------------------------
-
-    def _load(self, clean_shutdown: bool) -> None:
-        self._remove_leftovers()
-        self._complete_swaps()
-        self._remove_orphan_indexes()
-        paths = sorted(self.directory.glob(f"*{LOG_SUFFIX}"), key=parse_base_offset)
-        for path in paths:
-            self.segments.append(
-                LogSegment(self.directory, parse_base_offset(path), self.config, self._clock)
-            )
-        self._check_segments(clean_shutdown)
-        if not self.segments:
-            self.segments.append(self._new_segment(self.log_start_offset))
-        active = self.active_segment
-        active.make_active()
-        if active.rolling_timestamp is None and active.size:
-            active.reload_tail_state()
-            active.rolling_timestamp = next(active.batches()).max_timestamp
-        for problem in self.load_report.problems:
-            log.warning("%s: %s", self.directory.name, problem)
-
-    def _remove_leftovers(self) -> None:
-        for pattern in (f"*{CLEANED_SUFFIX}", f"*{DELETED_SUFFIX}", f"*{TEMP_SUFFIX}"):
-            for path in self.directory.glob(pattern):
-                path.unlink(missing_ok=True)
-
-    def _remove_orphan_indexes(self) -> None:
-        """Index files whose log is gone (a crash between the renames of one segment's files)."""
-        logs = {p.name.split(".", 1)[0] for p in self.directory.glob(f"*{LOG_SUFFIX}")}
-        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
-            for path in self.directory.glob(f"*{suffix}"):
-                if path.name.split(".", 1)[0] not in logs:
-                    self.load_report.problems.append(f"removed {path.name}: its log is gone")
-                    path.unlink(missing_ok=True)
-            for path in self.directory.glob(f"*{suffix}{SWAP_SUFFIX}"):
-                path.unlink(missing_ok=True)
-
-    def _complete_swaps(self) -> None:
-        """Finish compaction swaps a crash interrupted: the `.swap` segment replaces the
-        segments whose base offsets fall in its range."""
-        for path in sorted(self.directory.glob(f"*{LOG_SUFFIX}{SWAP_SUFFIX}")):
-            swap = LogSegment(
-                self.directory,
-                parse_base_offset(path),
-                self.config,
-                self._clock,
-                transit=SWAP_SUFFIX,
-            )
-            swap.recover(lambda _: None)
-            end = swap.next_offset()
-            for old in self.directory.glob(f"*{LOG_SUFFIX}"):
-                if swap.base_offset <= parse_base_offset(old) < end:
-                    self._unlink_segment_files(parse_base_offset(old))
-            swap.change_transit("")
-            swap.close()
-
-    def _unlink_segment_files(self, base_offset: int) -> None:
-        name = f"{base_offset:020d}"
-        for path in self.directory.glob(f"{name}.*"):
-            if not path.name.endswith((SWAP_SUFFIX, PRODUCER_SNAPSHOT_SUFFIX)):
-                path.unlink(missing_ok=True)
-
-    def _check_segments(self, clean_shutdown: bool) -> None:
-        for i, segment in enumerate(self.segments):
-            needs_recovery = not clean_shutdown and self._segment_end(i) > self.recovery_point
-            if not needs_recovery and not self._indexes_sound(segment):
-                needs_recovery = True
-            if needs_recovery and self._recover_segment(segment):
-                self._drop_from(i + 1, f"segments after the damage in {segment.log_path.name}")
-                return
-
-    def _segment_end(self, i: int) -> int:
-        if i + 1 < len(self.segments):
-            return self.segments[i + 1].base_offset
-        return 2**63 - 1
-
-    def _indexes_sound(self, segment: LogSegment) -> bool:
-        indexes = (segment.offset_index, segment.time_index)
-        missing = [index.path.name for index in indexes if index.newly_created]
-        if segment.size and missing:
-            self.load_report.problems.append(f"rebuilding missing index {', '.join(missing)}")
-            return False
-        try:
-            segment.validate_indexes()
-        except CorruptIndexError as exc:
-            self.load_report.problems.append(
-                f"rebuilding indexes of {segment.log_path.name}: {exc}"
-            )
-            return False
-        return True
-
-    def _recover_segment(self, segment: LogSegment) -> bool:
-        """Scan one segment; True if it had to be truncated."""
-        result = segment.recover(self._assign_epoch_from)
-        segment.flush()
-        self.load_report.recovered_segments += 1
-        if not result.truncated_bytes:
-            return False
-        self.load_report.truncated_bytes += result.truncated_bytes
-        self.load_report.problems.append(
-            f"{segment.log_path.name}: dropped {result.truncated_bytes} bytes from position "
-            f"{result.valid_bytes}: {result.reason}"
-        )
-        return True
-
-    def _assign_epoch_from(self, header: BatchHeader) -> None:
-        self.epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
-
-    def _drop_from(self, index: int, why: str) -> None:
-        for segment in self.segments[index:]:
-            self.load_report.truncated_bytes += segment.size
-            self.load_report.problems.append(f"deleted {segment.log_path.name}: {why}")
-            segment.delete()
-        del self.segments[index:]
 
     # ---- properties ---------------------------------------------------------------------------
 
@@ -312,6 +175,11 @@ class PartitionLog:
 
     def _segment_index_for(self, offset: int) -> int:
         return max(0, bisect.bisect_right(self.segments, offset, key=lambda s: s.base_offset) - 1)
+
+    def _segment_end(self, i: int) -> int:
+        if i + 1 < len(self.segments):
+            return self.segments[i + 1].base_offset
+        return 2**63 - 1
 
     # ---- append -------------------------------------------------------------------------------
 
@@ -458,14 +326,7 @@ class PartitionLog:
             self._directory_unsynced = False
 
     def _new_segment(self, base_offset: int) -> LogSegment:
-        try:
-            return LogSegment(self.directory, base_offset, self.config, self._clock)
-        except BaseException:
-            log_path = segment_path(self.directory, base_offset, LOG_SUFFIX)
-            if not log_path.exists() or log_path.stat().st_size == 0:
-                for suffix in SEGMENT_SUFFIXES:
-                    segment_path(self.directory, base_offset, suffix).unlink(missing_ok=True)
-            raise
+        return open_new_segment(self.directory, base_offset, self.config, self._clock)
 
     # ---- flush --------------------------------------------------------------------------------
 

@@ -28,6 +28,7 @@ from weir.storage.errors import CorruptIndexError, LogDirectoryError
 from weir.storage.files import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
+    SEGMENT_SUFFIXES,
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
     segment_path,
@@ -519,6 +520,21 @@ class LogSegment:
 
     def __repr__(self) -> str:
         return f"LogSegment({self.log_path.name}, size={self.size})"
+
+
+def open_new_segment(
+    directory: Path, base_offset: int, config: LogConfig, clock: Clock
+) -> LogSegment:
+    """A new, empty segment at `base_offset`; if it cannot be created, the files it began are
+    removed again (unless a log file with data was already there) and the error is raised."""
+    try:
+        return LogSegment(directory, base_offset, config, clock)
+    except BaseException:
+        log_path = segment_path(directory, base_offset, LOG_SUFFIX)
+        if not log_path.exists() or log_path.stat().st_size == 0:
+            for suffix in SEGMENT_SUFFIXES:
+                segment_path(directory, base_offset, suffix).unlink(missing_ok=True)
+        raise
 
 
 def _roll_jitter(config: LogConfig) -> int:
