@@ -436,7 +436,8 @@ class ReplicaManager:
                 partition.log.note_transactions()
             except OSError as exc:
                 return self._refuse(partition, f"cannot record transactions: {exc}")
-        return self._append_validated(partition, _stored_form(records, header, config))
+        stored = _stored_form(records, header, config)
+        return self._append_validated(partition, stored, defer_sync=acks != 1)
 
     def append_marker(self, topic: str, index: int, batch: bytes, commit: bool) -> AppendResult:
         """Append a COMMIT or ABORT control batch (built by the broker, so not validated as a
@@ -481,11 +482,20 @@ class ReplicaManager:
         return AppendResult(ErrorCode.kafka_storage_error, message=why)
 
     def _append_validated(
-        self, partition: Partition, records: bytes, commit: bool | None = None
+        self,
+        partition: Partition,
+        records: bytes,
+        commit: bool | None = None,
+        *,
+        defer_sync: bool = False,
     ) -> AppendResult:
+        """`defer_sync`: a flush the batch makes due (`flush.messages`) runs on the storage
+        thread, not here; acks=all then waits for it (`wait_replicated`), acks=0 does not."""
         buf = bytearray(records)
         try:
-            info = partition.log.append(buf, leader_epoch=partition.leader_epoch)
+            info = partition.log.append(
+                buf, leader_epoch=partition.leader_epoch, defer_sync=defer_sync
+            )
         except LogWriteError as exc:
             return self._refuse(partition, str(exc))
         except StorageError as exc:
@@ -511,13 +521,14 @@ class ReplicaManager:
     # ---- replication (leader side) ------------------------------------------------------------
 
     def replicating(self, topic: str, index: int, end_offset: int) -> bool:
-        """Whether records up to `end_offset` still wait for followers (acks=all)."""
+        """Whether records up to `end_offset` still wait for followers, or for the flush
+        `flush.messages` made due (acks=all)."""
         partition = self.partitions.get((topic, index))
-        return (
-            partition is not None
-            and partition.leader_state is not None
-            and partition.log.high_watermark < end_offset
-        )
+        if partition is None:
+            return False
+        if partition.leader_state is not None and partition.log.high_watermark < end_offset:
+            return True
+        return partition.log.awaits_sync(end_offset)
 
     async def wait_replicated(
         self, topic: str, index: int, end_offset: int, timeout_ms: int
@@ -537,10 +548,31 @@ class ReplicaManager:
                 return ErrorCode.request_timed_out
             if error is not ErrorCode.none:
                 return error
+        if partition.log.awaits_sync(end_offset):
+            error = await self._wait_synced(partition, end_offset, timeout_ms)
+            if error is not ErrorCode.none:
+                return error
         state = partition.leader_state
         if state is not None and len(state.isr) < partition.log.config.min_insync_replicas:
             return ErrorCode.not_enough_replicas_after_append
         return ErrorCode.none
+
+    @staticmethod
+    async def _wait_synced(partition: Partition, end_offset: int, timeout_ms: int) -> ErrorCode:
+        """Wait for the storage thread's flush to cover `end_offset`; fetches parked meanwhile
+        are woken (under `high.watermark.policy=flushed` it moved the high watermark)."""
+        loop = asyncio.get_running_loop()
+        flushed: asyncio.Future[bool] = loop.create_future()
+        partition.log.when_flushed(
+            end_offset, lambda ok: loop.call_soon_threadsafe(_settle, flushed, ok)
+        )
+        try:
+            async with asyncio.timeout(timeout_ms / 1000):
+                synced = await flushed
+        except TimeoutError:
+            return ErrorCode.request_timed_out
+        partition.wake_waiters()
+        return ErrorCode.none if synced else ErrorCode.kafka_storage_error
 
     def _follower_fetched(self, partition: Partition, replica: int, offset: int) -> None:
         state = partition.leader_state
@@ -851,3 +883,8 @@ def release(results: Sequence[FetchResult]) -> None:
     for result in results:
         if result.data is not None:
             result.data.close()
+
+
+def _settle(future: asyncio.Future[bool], result: bool) -> None:
+    if not future.done():
+        future.set_result(result)

@@ -24,7 +24,9 @@ there (`collect_aborted_txns`). `txn_state.py` decides which of these files a lo
 where the replay of producer state starts.
 
 Thread-safety: every public method holds the log's lock, so background tasks (retention,
-compaction, flush) may run on a scheduler thread while one owner appends and reads.
+compaction, flush) may run on the storage thread while one owner appends and reads; no sync
+runs under it: a flush takes its offset under the lock, syncs without it and moves the
+recovery point under it again (`log_flush.py`), so an append never waits behind a disk.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ import bisect
 import logging
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,8 +67,17 @@ from weir.storage.files import (
     TRANSACTIONS_MARKER,
 )
 from weir.storage.leader_epoch import LeaderEpochCache
+from weir.storage.log_flush import (
+    FlushCallback,
+    FlushPlan,
+    FlushState,
+    UnsyncedIndex,
+    note_synced,
+    notify,
+    sync_indexes,
+)
 from weir.storage.log_loader import LoadReport, LogLoader
-from weir.storage.producer_snapshot import ProducerSnapshots
+from weir.storage.producer_snapshot import ProducerSnapshotEntry, ProducerSnapshots
 from weir.storage.segment import FileSlice, LogSegment, open_new_segment
 from weir.storage.txn_index import AbortedTxn
 from weir.storage.txn_state import ProducerStateReplay, ProducerStateSource, TransactionFiles
@@ -81,6 +92,8 @@ class AppendInfo:
     max_timestamp: int
     log_append_time: int  # -1 unless the topic uses LogAppendTime
     log_start_offset: int
+    #: the records reached `flush.messages`: a flush was due (see `append`)
+    sync_due: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +126,8 @@ class PartitionLog:
         self._clock = clock
         self._scheduler = scheduler
         self._lock = threading.RLock()
+        #: serialises flushes (never taken by an append): taken before `_lock`, never after
+        self._flush_lock = threading.Lock()
         directory.mkdir(parents=True, exist_ok=True)
         self.epoch_cache = LeaderEpochCache(directory / LEADER_EPOCH_CHECKPOINT)
         self.load_report = LoadReport()
@@ -142,8 +157,9 @@ class PartitionLog:
             self.log_end_offset if high_watermark is None else high_watermark
         )
         self.epoch_cache.truncate_from_end(self.log_end_offset)
-        self._unflushed_records = 0
-        self._last_flush_ms = clock.monotonic_ms()
+        self._flushes = FlushState(clock.monotonic_ms())
+        #: hands a due flush (`flush.messages`) to another thread; None: it runs in the append
+        self.flush_requester: Callable[[], object] | None = None
 
     # ---- properties ---------------------------------------------------------------------------
 
@@ -183,9 +199,14 @@ class PartitionLog:
 
     # ---- append -------------------------------------------------------------------------------
 
-    def append(self, batch: bytes | bytearray | memoryview, *, leader_epoch: int) -> AppendInfo:
+    def append(
+        self, batch: bytes | bytearray | memoryview, *, leader_epoch: int, defer_sync: bool = False
+    ) -> AppendInfo:
         """Append one validated batch as leader: assign offsets from the LEO, stamp the leader
-        epoch (and LogAppendTime if configured), write it. Batch-level work only."""
+        epoch (and LogAppendTime if configured), write it. Batch-level work only. When the
+        records reach `flush.messages`, the log is flushed before this returns, or with
+        `defer_sync` handed to `flush_requester` (the caller then waits on `when_flushed`
+        before it acknowledges the batch; `AppendInfo.sync_due` says so)."""
         buf = batch if not memoryview(batch).readonly else bytearray(batch)
         assert not isinstance(buf, bytes)
         with self._lock:
@@ -198,12 +219,20 @@ class PartitionLog:
                 append_time = self._clock.milliseconds()
                 set_log_append_time(buf, append_time)
             fields = BatchHeader(buf).fields()
-            self._append_located(buf, fields)
+            sync_due = self._append_located(buf, fields)
             last = first + fields.last_offset_delta
-            return AppendInfo(first, last, fields.max_timestamp, append_time, self.log_start_offset)
+            info = AppendInfo(
+                first, last, fields.max_timestamp, append_time, self.log_start_offset, sync_due
+            )
+        if sync_due:
+            self._sync_appended(defer_sync)
+        return info
 
     def append_as_follower(self, batches: bytes | bytearray | memoryview) -> int:
-        """Append batches that already carry offsets (replication). Returns the new LEO."""
+        """Append batches that already carry offsets (replication). Returns the new LEO. A due
+        flush (`flush.messages`) runs before this returns: the follower's next fetch tells the
+        leader it has the records."""
+        sync_due = False
         with self._lock:
             self._check_online()
             for header in iter_batches(batches):
@@ -213,10 +242,14 @@ class PartitionLog:
                         f"{self.log_end_offset}"
                     )
                 view = memoryview(batches)[header.position : header.position + header.size]
-                self._append_located(view, header.fields())
-            return self.log_end_offset
+                sync_due |= self._append_located(view, header.fields())
+            end = self.log_end_offset
+        if sync_due:
+            self._sync_appended(defer=False)
+        return end
 
-    def _append_located(self, buf: bytes | bytearray | memoryview, fields: HeaderFields) -> None:
+    def _append_located(self, buf: bytes | bytearray | memoryview, fields: HeaderFields) -> bool:
+        """Write one batch at the LEO; True if a flush is due (`flush.messages`)."""
         last = fields.base_offset + fields.last_offset_delta
         try:
             self.epoch_cache.assign(fields.partition_leader_epoch, fields.base_offset)
@@ -229,9 +262,19 @@ class PartitionLog:
         self.log_end_offset = last + 1
         if not self.replicated and self.config.high_watermark_policy == HW_LOG_END:
             self.high_watermark = self.log_end_offset
-        self._unflushed_records += fields.records_count
-        if self._unflushed_records >= self.config.flush_messages:
-            self._flush()
+        return self._flushes.count(
+            fields.records_count, self.log_end_offset, self.config.flush_messages
+        )
+
+    def _sync_appended(self, defer: bool) -> None:
+        """A due flush: handed over (`defer` and a requester is set), or run here."""
+        if defer and self.flush_requester is not None:
+            with self._lock:
+                request = self._flushes.request()
+            if request:
+                self.flush_requester()
+            return
+        self.flush()
 
     def _check_online(self) -> None:
         if self.offline_reason is not None:
@@ -244,9 +287,14 @@ class PartitionLog:
             self.epoch_cache.assign(epoch, self.log_end_offset)
 
     def take_offline(self, reason: str) -> None:
-        """Refuse appends and reads from now on (its log directory failed)."""
+        """Refuse appends and reads from now on (its log directory failed); whoever waits on
+        `when_flushed` hears that no flush will come."""
         with self._lock:
             self.offline_reason = reason
+            waiting = self._flushes.fail_all()
+        notify(waiting, False)
+
+    # ---- roll ---------------------------------------------------------------------------------
 
     def _maybe_roll(self, size: int, max_timestamp: int, last_offset: int) -> LogSegment:
         active = self.active_segment
@@ -269,7 +317,9 @@ class PartitionLog:
             return previous
         previous.on_become_inactive()
         try:
-            segment = self._new_segment(self.log_end_offset)
+            segment = open_new_segment(
+                self.directory, self.log_end_offset, self.config, self._clock
+            )
         except BaseException:
             previous.make_active()
             raise
@@ -279,82 +329,147 @@ class PartitionLog:
         return segment
 
     def _snapshot_at_roll(self) -> None:
-        """Producer state as of the new segment's base offset; fsynced on the scheduler (a
-        crash before then leaves a torn file, which a load detects and skips)."""
+        """Producer state as of the new segment's base offset, taken now and written and
+        fsynced on the scheduler (a crash before then leaves a torn file or none, which a load
+        detects and skips)."""
         offset = self.log_end_offset
-        try:
-            if not self._txn_files.snapshot(offset, sync=False):
-                return
-        except OSError as exc:
-            log.warning("%s: no producer snapshot at %d: %s", self.directory.name, offset, exc)
+        entries = self._txn_files.capture()
+        if entries is None:
             return
         self._scheduler.schedule(
-            f"snapshot-{self.directory.name}-{offset}", lambda: self._sync_snapshot(offset), 0
+            f"snapshot-{self.directory.name}-{offset}",
+            lambda: self._write_snapshot(offset, entries),
+            0,
         )
 
-    def _sync_snapshot(self, offset: int) -> None:
+    def _write_snapshot(self, offset: int, entries: Sequence[ProducerSnapshotEntry]) -> None:
         """A durable snapshot vouches for the `.txnindex` entries below it, so those are synced
-        first (under the lock; rarely any). The snapshot itself is synced without the lock:
-        appends go on meanwhile, and one deleted meanwhile is simply not synced."""
+        first (as a flush does, one flush at a time). The log's lock is held only to choose the
+        files and to register the snapshot: appends go on meanwhile, and a snapshot that a
+        truncation made stale meanwhile is removed again."""
         try:
+            with self._flush_lock:
+                with self._lock:
+                    if self.closed:
+                        return
+                    generation = self._flushes.generation
+                    indexes = self._unsynced_txn_indexes()
+                sync_indexes(indexes)
+                with self._lock:
+                    note_synced(indexes)
+            self.snapshots.write_file(offset, entries)
             with self._lock:
-                if self.closed:
-                    return
-                self._flush_txn_indexes()
-            self.snapshots.sync_file(offset)
+                if self.closed or generation != self._flushes.generation:
+                    self.snapshots.remove_file(offset)
+                else:
+                    self.snapshots.add(offset)
         except OSError as exc:
-            log.warning("%s: producer snapshot %d not synced: %s", self.directory.name, offset,
+            log.warning("%s: producer snapshot %d not written: %s", self.directory.name, offset,
                         exc)  # fmt: skip
 
-    def _flush_txn_indexes(self) -> None:
-        for segment in self.segments:
-            segment.txn_index.flush()
+    def _unsynced_txn_indexes(self) -> list[UnsyncedIndex]:
+        return [u for s in self.segments if (u := UnsyncedIndex.of(s.txn_index)) is not None]
 
     def sync_directory(self) -> None:
         """Make new segments' directory entries durable: on the scheduler after a roll (as
-        Kafka flushes a rolled log in the background), and before any flush relies on them."""
-        with self._lock:
-            if not self.closed:
-                self._sync_directory()
+        Kafka flushes a rolled log in the background), and before any flush relies on them.
+        The fsync runs without the log's lock."""
+        with self._flush_lock:
+            with self._lock:
+                unsynced = self._directory_unsynced and not self.closed
+                self._directory_unsynced = False
+            if unsynced:
+                self._fsync_directory()
 
-    def _sync_directory(self) -> None:
-        if self._directory_unsynced:
-            try:
-                fsync_directory(self.directory)
-            except OSError as exc:
-                raise LogDirectoryError(f"{self.directory.name}: fsync failed: {exc}") from exc
-            self._directory_unsynced = False
-
-    def _new_segment(self, base_offset: int) -> LogSegment:
-        return open_new_segment(self.directory, base_offset, self.config, self._clock)
+    def _fsync_directory(self) -> None:
+        try:
+            fsync_directory(self.directory)
+        except OSError as exc:
+            raise LogDirectoryError(f"{self.directory.name}: fsync failed: {exc}") from exc
 
     # ---- flush --------------------------------------------------------------------------------
 
     def flush(self) -> None:
-        with self._lock:
-            self._flush()
+        """fdatasync what is not yet on disk and move the recovery point (and, under
+        `high.watermark.policy=flushed`, the high watermark) to where the log ended when the
+        flush began, as Kafka's `UnifiedLog.flush` does: the log's lock is held only to take
+        that offset and to move the recovery point, so appends and reads go on during the sync
+        (see `log_flush.py`). A failed sync may have lost written pages, so it is never retried
+        as if nothing happened: LogDirectoryError."""
+        with self._flush_lock:
+            with self._lock:
+                if self.closed:
+                    return
+                plan = self._begin_flush()
+            self._run_flush(plan)
 
     def flush_if_due(self) -> None:
         with self._lock:
-            if self._clock.monotonic_ms() - self._last_flush_ms >= self.config.flush_ms:
-                self._flush()
+            due = self._clock.monotonic_ms() - self._flushes.last_flush_ms >= self.config.flush_ms
+        if due:
+            self.flush()
 
-    def _flush(self) -> None:
-        """fdatasync what is not yet on disk. A failed sync may have lost written pages, so it
-        is never retried as if nothing happened: LogDirectoryError."""
-        start = self._segment_index_for(self.recovery_point)
+    def when_flushed(self, offset: int, callback: FlushCallback) -> None:
+        """`callback(True)` once everything below `offset` is on disk (now, if it is), from the
+        thread that flushed it; `callback(False)` if the log goes offline first."""
+        with self._lock:
+            if self.offline_reason is None and self.recovery_point < offset:
+                self._flushes.waiters.append((offset, callback))
+                return
+            flushed = self.recovery_point >= offset
+        callback(flushed)
+
+    def awaits_sync(self, offset: int) -> bool:
+        """Whether records below `offset` wait for a flush `flush.messages` asked for."""
+        with self._lock:
+            return self.recovery_point < offset <= self._flushes.sync_wanted_to
+
+    def _begin_flush(self) -> FlushPlan:
+        segments = self.segments[self._segment_index_for(self.recovery_point) :]
+        for segment in segments:
+            segment.pin()
+        directory, self._directory_unsynced = self._directory_unsynced, False
+        return FlushPlan(
+            end_offset=self.log_end_offset,
+            segments=segments,
+            txn_indexes=self._unsynced_txn_indexes(),
+            directory=directory,
+            generation=self._flushes.begin(),
+        )
+
+    def _run_flush(self, plan: FlushPlan) -> None:
+        """Sync what `plan` names (without the log's lock, unless the caller holds it), then
+        move the recovery point and tell those waiting."""
         try:
-            for segment in self.segments[start:]:
-                diskio.sync(segment.fd, diskio.SEGMENT, data_only=True)
-            self._flush_txn_indexes()
+            self._sync(plan)
         except OSError as exc:
+            with self._lock:
+                waiting = self._flushes.fail_all()
+            notify(waiting, False)
             raise LogDirectoryError(f"{self.directory.name}: flush failed: {exc}") from exc
-        self._sync_directory()
-        self.recovery_point = self.log_end_offset
-        self._unflushed_records = 0
-        self._last_flush_ms = self._clock.monotonic_ms()
-        if not self.replicated and self.config.high_watermark_policy != HW_LOG_END:
-            self.high_watermark = self.log_end_offset
+        finally:
+            with self._lock:
+                for segment in plan.segments:
+                    segment.unpin()
+        with self._lock:
+            waiting = self._end_flush(plan)
+        notify(waiting, True)
+
+    def _sync(self, plan: FlushPlan) -> None:
+        for segment in plan.segments:
+            diskio.sync(segment.fd, diskio.SEGMENT, data_only=True)
+        sync_indexes(plan.txn_indexes)
+        if plan.directory:
+            fsync_directory(self.directory)
+
+    def _end_flush(self, plan: FlushPlan) -> list[FlushCallback]:
+        note_synced(plan.txn_indexes)
+        self._flushes.last_flush_ms = self._clock.monotonic_ms()
+        if plan.generation == self._flushes.generation:
+            self.recovery_point = max(self.recovery_point, plan.end_offset)
+            if not self.replicated and self.config.high_watermark_policy != HW_LOG_END:
+                self.high_watermark = max(self.high_watermark, plan.end_offset)
+        return self._flushes.reached(self.recovery_point)
 
     # ---- read ---------------------------------------------------------------------------------
 
@@ -480,8 +595,9 @@ class PartitionLog:
         batches, and at close). OSError if it cannot be written."""
         with self._lock:
             if self.offline_reason is None and self.producer_state_source is not None:
-                self._flush_txn_indexes()
-                self._txn_files.snapshot(self.log_end_offset, sync=True)
+                for segment in self.segments:
+                    segment.txn_index.flush()
+                self._txn_files.snapshot(self.log_end_offset)
 
     # ---- offsets by time ----------------------------------------------------------------------
 
@@ -535,12 +651,13 @@ class PartitionLog:
         for segment in self.segments:
             segment.delete()
         self.snapshots.delete_all()
-        self.segments = [self._new_segment(offset)]
+        self.segments = [open_new_segment(self.directory, offset, self.config, self._clock)]
         self.log_start_offset = offset
         self.epoch_cache.clear()
         self._after_truncation(offset)
 
     def _after_truncation(self, end: int) -> None:
+        self._flushes.generation += 1  # a flush begun before now must not move the recovery point
         self.log_end_offset = end
         self.high_watermark = min(self.high_watermark, end)
         self.recovery_point = min(self.recovery_point, end)
@@ -656,14 +773,14 @@ class PartitionLog:
     def close(self) -> None:
         """Flush and close every segment; indexes are trimmed so a restart need not rescan.
         Raises LogDirectoryError (after closing everything) if data may not be on disk."""
-        with self._lock:
+        with self._flush_lock, self._lock:
             self.closed = True
             if self.offline_reason is not None:
                 self._close_segments()
                 return
             self._snapshot_at_close()
             try:
-                self._flush()
+                self._run_flush(self._begin_flush())
                 for segment in self.segments:
                     self._finish_segment(segment)
             finally:
