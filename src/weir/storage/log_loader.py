@@ -31,6 +31,7 @@ from weir.storage.files import (
     DELETED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
+    NEXT_SUFFIX,
     PRODUCER_SNAPSHOT_SUFFIX,
     SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
@@ -127,7 +128,7 @@ class LogLoader:
     # ---- putting the directory in order ------------------------------------------------------
 
     def _remove_leftovers(self) -> None:
-        for suffix in (CLEANED_SUFFIX, DELETED_SUFFIX, TEMP_SUFFIX):
+        for suffix in (CLEANED_SUFFIX, DELETED_SUFFIX, NEXT_SUFFIX, TEMP_SUFFIX):
             for path in self.directory.glob(f"*{suffix}"):
                 path.unlink(missing_ok=True)
 

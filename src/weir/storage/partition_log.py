@@ -79,6 +79,7 @@ from weir.storage.log_flush import (
 from weir.storage.log_loader import LoadReport, LogLoader
 from weir.storage.producer_snapshot import ProducerSnapshotEntry, ProducerSnapshots
 from weir.storage.segment import FileSlice, LogSegment, open_new_segment
+from weir.storage.segment_spare import SpareSegment
 from weir.storage.txn_index import AbortedTxn
 from weir.storage.txn_state import ProducerStateReplay, ProducerStateSource, TransactionFiles
 
@@ -158,6 +159,7 @@ class PartitionLog:
         )
         self.epoch_cache.truncate_from_end(self.log_end_offset)
         self._flushes = FlushState(clock.monotonic_ms())
+        self._spares = SpareSegment(directory, clock, scheduler, self._lock, lambda: self.config)
         #: hands a due flush (`flush.messages`) to another thread; None: it runs in the append
         self.flush_requester: Callable[[], object] | None = None
 
@@ -262,6 +264,7 @@ class PartitionLog:
         self.log_end_offset = last + 1
         if not self.replicated and self.config.high_watermark_policy == HW_LOG_END:
             self.high_watermark = self.log_end_offset
+        self._spares.after_append(segment, self.log_end_offset)
         return self._flushes.count(
             fields.records_count, self.log_end_offset, self.config.flush_messages
         )
@@ -310,16 +313,15 @@ class PartitionLog:
             return self._roll()
 
     def _roll(self) -> LogSegment:
-        """A new active segment at the LEO. If it cannot be created, the previous one stays
-        active and the error is raised."""
+        """A new active segment at the LEO: the spare one prepared on the scheduler if there is
+        one (see `segment_spare.py`), else one created here. If it cannot be had, the previous
+        one stays active and the error is raised."""
         previous = self.active_segment
         if previous.size == 0:
             return previous
         previous.on_become_inactive()
         try:
-            segment = open_new_segment(
-                self.directory, self.log_end_offset, self.config, self._clock
-            )
+            segment = self._spares.take(self.log_end_offset)
         except BaseException:
             previous.make_active()
             raise
@@ -775,6 +777,7 @@ class PartitionLog:
         Raises LogDirectoryError (after closing everything) if data may not be on disk."""
         with self._flush_lock, self._lock:
             self.closed = True
+            self._spares.close()
             if self.offline_reason is not None:
                 self._close_segments()
                 return
@@ -810,6 +813,7 @@ class PartitionLog:
     def delete(self) -> None:
         with self._lock:
             self.closed = True
+            self._spares.close()
             for segment in self.segments:
                 segment.delete()
             self.segments = []

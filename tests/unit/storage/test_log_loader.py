@@ -1,5 +1,5 @@
 """The log loader on its own: the directory put in order before anything is opened (leftovers of
-compaction and deletion removed, orphan indexes reported), a scan of only the
+compaction, deletion and spare segments removed, orphan indexes reported), a scan of only the
 segments past the recovery point after an unclean stop, and a report of what it found."""
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ def test_leftovers_go_and_an_index_without_its_log_is_reported(
 ) -> None:
     directory, bases = written_log(open_log)
     leftovers = ["00000000000000000999.log.cleaned", "00000000000000000998.log.deleted",
+                 "00000000000000000997.log.next", "00000000000000000997.index.next",
                  "recovery-point-offset-checkpoint.tmp"]  # fmt: skip
     for name in leftovers:
         (directory / name).write_bytes(b"x")
