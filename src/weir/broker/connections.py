@@ -8,7 +8,7 @@ is not read, so its client is held back by TCP. Smaller frames are never held ba
 memory once read, whatever we decide), so small clients keep working while large producers wait.
 Waiters are served in arrival order, so a large frame is not starved by smaller ones.
 
-Thread-safety: event-loop only.
+Thread-safety (docs/threads.md): event-loop only.
 """
 
 from __future__ import annotations

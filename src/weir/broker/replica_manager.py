@@ -9,7 +9,8 @@ space below `log.dir.min.free.bytes`) refuses appends until space returns; a fai
 takes its partitions offline (produce, fetch and offsets refused, Metadata shows the replica
 offline) until a restart.
 
-Thread-safety: event-loop only. Logs guard themselves against the storage scheduler's thread.
+Thread-safety (docs/threads.md): event-loop only. Logs guard themselves against the storage
+scheduler's thread.
 """
 
 from __future__ import annotations

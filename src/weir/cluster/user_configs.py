@@ -11,8 +11,8 @@ writer in between: read again and retry). A user whose credentials are all delet
 empty config, as Kafka leaves it.
 
 The values are kept as text (mechanism name -> Kafka's credential text); what they mean is the
-broker's business. Thread-safety: `users()` may be called from any thread (the snapshot is
-replaced whole, never changed in place); `alter` blocks on ZooKeeper.
+broker's business. Thread-safety (docs/threads.md): `users()` may be called from any thread (the
+snapshot is replaced whole, never changed in place); `alter` blocks on ZooKeeper.
 """
 
 from __future__ import annotations

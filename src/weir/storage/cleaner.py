@@ -17,8 +17,9 @@ it per log too), in memory: after a restart everything counts as dirty once.
 Output goes through `PartitionLog.replace_segments` (`.cleaned` -> `.swap` -> live), which a
 crash at any point leaves either undone or completed on the next load.
 
-Thread-safety: `clean` takes the log's lock only to choose segments and to swap, as Kafka's
-cleaner does; one cleaner thread per log manager, which alone touches the per-log state.
+Thread-safety (docs/threads.md): `clean` takes the log's lock only to choose segments and to swap,
+as Kafka's cleaner does; one cleaner thread per log manager (the storage scheduler's), which alone
+touches the per-log state.
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ them; under the lock again it moves the recovery point. Appends and reads go on 
 A truncation between the first and the last step bumps `generation`, and the flush begun before
 it then moves nothing: the offsets it synced may no longer hold what they held.
 
-Nothing here touches a file. Thread-safety: none; every method runs under its log's lock.
+Nothing here touches a file. Thread-safety (docs/threads.md): none; every method runs under its
+log's lock.
 """
 
 from __future__ import annotations

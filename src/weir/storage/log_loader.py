@@ -12,7 +12,8 @@ load trusts. What it found goes to the `LoadReport` (`weir log check` prints it)
 It never writes a record and never runs while the log serves: the loader is done before the
 `PartitionLog` it builds exists for anyone else.
 
-Thread-safety: none; it runs on the thread that opens the log, before the log is shared.
+Thread-safety (docs/threads.md): none; it runs on the thread that opens the log, before the log is
+shared.
 """
 
 from __future__ import annotations

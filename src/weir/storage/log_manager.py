@@ -19,11 +19,11 @@ marker is created, so the next start trusts the logs without scanning them. None
 free space to go on working: a checkpoint the disk refuses keeps the previous file and is written
 at the next interval, and a close on a full disk still closes cleanly.
 
-Thread-safety: the registry of logs is guarded by a lock; each log guards itself, and hands
-the flushes `flush.messages` makes due to the scheduler's thread. Checkpoints have one writer at a
-time (the scheduler's periodic write, a deletion's, the close's): each writer takes the logs'
-state and writes it under the checkpoint lock, so no writer's temporary file is renamed away by
-another and no older state overwrites a newer one.
+Thread-safety (docs/threads.md): the registry of logs is guarded by a lock; each log guards
+itself, and hands the flushes `flush.messages` makes due to the scheduler's thread. Checkpoints
+have one writer at a time (the scheduler's periodic write, a deletion's, the close's): each writer
+takes the logs' state and writes it under the checkpoint lock, so no writer's temporary file is
+renamed away by another and no older state overwrites a newer one.
 """
 
 from __future__ import annotations

@@ -23,9 +23,9 @@ holding their ABORT marker (`index_aborted_txn`), and read_committed fetches col
 there (`collect_aborted_txns`). `txn_state.py` decides which of these files a load trusts and
 where the replay of producer state starts.
 
-Thread-safety: every public method holds the log's lock, so background tasks (retention,
-compaction, flush) may run on the storage thread while one owner appends and reads; no sync
-runs under it: a flush takes its offset under the lock, syncs without it and moves the
+Thread-safety (docs/threads.md): every public method holds the log's lock, so background tasks
+(retention, compaction, flush) may run on the storage thread while one owner appends and reads;
+no sync runs under it: a flush takes its offset under the lock, syncs without it and moves the
 recovery point under it again (`log_flush.py`), so an append never waits behind a disk.
 """
 

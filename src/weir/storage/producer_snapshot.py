@@ -16,8 +16,8 @@ deleted rather than trusted: the state is rebuilt from an older snapshot or from
 
 What the entries mean belongs to the broker's producer state; this module only stores them.
 
-Thread-safety: none; the owning PartitionLog serialises access (under its lock), except
-`write_file`, which touches no state of the instance and runs without it.
+Thread-safety (docs/threads.md): none; the owning PartitionLog serialises access (under its lock),
+except `write_file`, which touches no state of the instance and runs without it.
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ the index of transactions aborted in it (`.txnindex`, see `txn_index.py`).
 The `.log` file is the batches exactly as appended (after offset assignment), back to back, each
 `12 + batch_length` bytes; nothing else. Positions handed out by reads are always batch starts.
 
-Thread-safety: none. A LogSegment belongs to one PartitionLog, which serialises access; a
-flush syncs the descriptor of a pinned segment without the log's lock.
+Thread-safety (docs/threads.md): none. A LogSegment belongs to one PartitionLog, which serialises
+access; a flush syncs the descriptor of a pinned segment without the log's lock.
 """
 
 from __future__ import annotations

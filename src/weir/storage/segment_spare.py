@@ -8,8 +8,8 @@ creates the next one in transit: `<log end offset then>.log.next`, `.index.next`
 appends at once. Without a spare (none prepared yet, or the log's config changed since), the roll
 creates the segment itself, as before. A crash leaves `.next` files behind, which a load removes.
 
-Thread-safety: `_prepare` runs on the scheduler's thread and creates files without the log's
-lock; everything else runs under the log's lock.
+Thread-safety (docs/threads.md): `_prepare` runs on the scheduler's thread and creates files without
+the log's lock; everything else runs under the log's lock.
 """
 
 from __future__ import annotations

@@ -18,7 +18,8 @@ the file without the log's lock and `note_synced` (the owning log syncs them bef
 recovery point past them). A crash can leave a torn last entry: `validate` reports it
 and the log rebuilds the index from the log.
 
-Thread-safety: none. The owning LogSegment (and so its PartitionLog) serialises access.
+Thread-safety (docs/threads.md): none. The owning LogSegment (and so its PartitionLog) serialises
+access.
 """
 
 from __future__ import annotations

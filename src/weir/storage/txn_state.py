@@ -17,7 +17,7 @@ What it decides, as Kafka's log does:
   read_committed fetch collects from the fetch offset's segment on, until an entry's last stable
   offset shows no later segment can add one.
 
-Thread-safety: none. PartitionLog calls in under its lock.
+Thread-safety (docs/threads.md): none. PartitionLog calls in under its lock.
 """
 
 from __future__ import annotations
