@@ -31,9 +31,7 @@ recovery point under it again (`log_flush.py`), so an append never waits behind 
 
 from __future__ import annotations
 
-import bisect
 import logging
-import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -43,7 +41,6 @@ from weir import diskio
 from weir.clock import Clock, Scheduler
 from weir.durable import fsync_directory
 from weir.records import (
-    HEADER_SIZE,
     BatchHeader,
     HeaderFields,
     iter_batches,
@@ -51,8 +48,7 @@ from weir.records import (
     set_log_append_time,
     set_partition_leader_epoch,
 )
-from weir.records.batch import CONTROL_BIT
-from weir.records.control import marker_commits
+from weir.storage import log_segments
 from weir.storage.config import HW_LOG_END, TIMESTAMP_LOG_APPEND_TIME, LogConfig
 from weir.storage.errors import (
     InvalidOffsetError,
@@ -192,12 +188,11 @@ class PartitionLog:
         return self.epoch_cache.latest_epoch
 
     def _segment_index_for(self, offset: int) -> int:
-        return max(0, bisect.bisect_right(self.segments, offset, key=lambda s: s.base_offset) - 1)
+        return log_segments.index_for(self.segments, offset)
 
-    def _segment_end(self, i: int) -> int:
-        if i + 1 < len(self.segments):
-            return self.segments[i + 1].base_offset
-        return 2**63 - 1
+    def _segments_from(self, offset: int) -> list[LogSegment]:
+        with self._lock:
+            return self.segments[self._segment_index_for(offset) :]
 
     # ---- append -------------------------------------------------------------------------------
 
@@ -495,63 +490,31 @@ class PartitionLog:
                 raise OffsetOutOfRangeError(
                     f"offset {offset} is outside [{self.log_start_offset}, {self.log_end_offset}]"
                 )
-            data = self._read(offset, max_bytes, bound, min_one_batch) if offset < bound else None
+            data = None
+            if offset < bound:
+                data = log_segments.read(
+                    self.segments, offset, max_bytes,
+                    bound=bound, log_end_offset=self.log_end_offset, min_one=min_one_batch,
+                )  # fmt: skip
             if retain and data is not None:
                 data = data.retained()
             return ReadInfo(data, self.high_watermark, self.log_start_offset, self.log_end_offset)
 
-    def _read(self, offset: int, max_bytes: int, bound: int, min_one: bool) -> FileSlice | None:
-        for i in range(self._segment_index_for(offset), len(self.segments)):
-            segment = self.segments[i]
-            end = min(self._segment_end(i), self.log_end_offset)
-            max_position = None
-            if bound < end:
-                located = segment.translate_offset(bound)
-                if located is not None:
-                    max_position, end = located.position, located.base_offset
-            start = max(offset, segment.base_offset)
-            data = segment.read(start, max_bytes, max_position, min_one, bound_offset=end)
-            if data is not None or max_position is not None:
-                return data
-        return None
-
     def batches(self, start_offset: int = 0) -> Iterator[BatchHeader]:
         """Every batch from `start_offset` on, read into memory (tools, compaction, tests)."""
-        with self._lock:
-            segments = list(self.segments[self._segment_index_for(start_offset) :])
-        for segment in segments:
-            for located in segment.batches():
-                if located.last_offset >= start_offset:
-                    yield BatchHeader(os.pread(segment.fd, located.size, located.position))
+        return log_segments.batches(self._segments_from(start_offset), start_offset)
 
     def batch_headers(self, start_offset: int = 0) -> Iterator[HeaderFields]:
         """The header fields of every batch from `start_offset` on, without reading records."""
-        with self._lock:
-            segments = list(self.segments[self._segment_index_for(start_offset) :])
-        for segment in segments:
-            for located in segment.batches():
-                if located.last_offset >= start_offset:
-                    raw = os.pread(segment.fd, HEADER_SIZE, located.position)
-                    yield BatchHeader(raw).fields()
+        return log_segments.batch_headers(self._segments_from(start_offset), start_offset)
 
     def batch_headers_and_markers(
         self, start_offset: int = 0
     ) -> Iterator[tuple[HeaderFields, bool | None]]:
         """`batch_headers`, each with what a control batch's marker says (True COMMIT, False
         ABORT; None for other batches): only control batches are read whole."""
-        with self._lock:
-            segments = list(self.segments[self._segment_index_for(start_offset) :])
-        for i, segment in enumerate(segments):
-            position = segment.offset_index.lookup(start_offset)[1] if i == 0 else 0
-            for located in segment.batches(position):
-                if located.last_offset < start_offset:
-                    continue
-                fields = BatchHeader(os.pread(segment.fd, HEADER_SIZE, located.position)).fields()
-                commit = None
-                if fields.attributes & CONTROL_BIT:
-                    whole = BatchHeader(os.pread(segment.fd, located.size, located.position))
-                    commit = marker_commits(whole)
-                yield fields, commit
+        segments = self._segments_from(start_offset)
+        return log_segments.batch_headers_and_markers(segments, start_offset)
 
     # ---- transactions and producer state --------------------------------------------------------
 
@@ -606,27 +569,15 @@ class PartitionLog:
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with timestamp >= `timestamp`, or None."""
         with self._lock:
-            for segment in self.segments:
-                if segment.max_timestamp >= timestamp:
-                    found = segment.find_offset_by_timestamp(timestamp, self.log_start_offset)
-                    if found is not None:
-                        return found
-            return None
+            return log_segments.offset_for_timestamp(
+                self.segments, timestamp, self.log_start_offset
+            )
 
     def max_timestamp_offset(self) -> tuple[int, int]:
         """(offset, timestamp) of the first record with the largest timestamp (ListOffsets -3),
         or (-1, -1) for an empty log."""
         with self._lock:
-            best: LogSegment | None = None
-            for segment in self.segments:
-                if segment.max_timestamp > (best.max_timestamp if best else -1):
-                    best = segment
-            if best is None:
-                return -1, -1
-            found = best.find_offset_by_timestamp(best.max_timestamp, self.log_start_offset)
-            return (
-                found if found is not None else (best.offset_of_max_timestamp, best.max_timestamp)
-            )
+            return log_segments.max_timestamp_offset(self.segments, self.log_start_offset)
 
     # ---- truncation (replication) -------------------------------------------------------------
 
@@ -720,28 +671,11 @@ class PartitionLog:
             return len(doomed)
 
     def _segments_to_delete(self, retention: bool) -> list[LogSegment]:
-        now = self._clock.milliseconds()
-        remaining = self.size
-        doomed = []
-        for i, segment in enumerate(self.segments):
-            if segment.size == 0:
-                break
-            active = segment is self.active_segment
-            end = self.log_end_offset if active else self._segment_end(i)
-            below_start = end <= self.log_start_offset
-            if active and not below_start:
-                break  # retention keeps the active segment; records deleted up to the LEO do not
-            expired = self.config.delete and 0 <= self.config.retention_ms < (
-                now - segment.largest_timestamp
-            )
-            too_big = self.config.delete and 0 <= self.config.retention_bytes <= (
-                remaining - segment.size
-            )
-            if not (below_start or (retention and (expired or too_big))):
-                break
-            doomed.append(segment)
-            remaining -= segment.size
-        return doomed
+        return log_segments.expired(
+            self.segments, self.config,
+            now_ms=self._clock.milliseconds(), log_start_offset=self.log_start_offset,
+            log_end_offset=self.log_end_offset, retention=retention,
+        )  # fmt: skip
 
     def _delete_segment(self, segment: LogSegment) -> None:
         self.segments.remove(segment)
