@@ -13,12 +13,15 @@ log's lock.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from weir.storage.segment import LogSegment
 from weir.storage.txn_index import TransactionIndex, sync_index_file
+
+log = logging.getLogger(__name__)
 
 #: told True once the offsets it waits for are on disk, False if a flush failed first
 FlushCallback = Callable[[bool], object]
@@ -105,5 +108,10 @@ class FlushState:
 
 
 def notify(callbacks: list[FlushCallback], flushed: bool) -> None:
+    """Tell each waiter; one that fails (its event loop closed meanwhile) does not stop the
+    flush that told it."""
     for callback in callbacks:
-        callback(flushed)
+        try:
+            callback(flushed)
+        except Exception:
+            log.exception("a waiter for a flush failed")

@@ -109,3 +109,17 @@ def test_a_failed_flush_tells_those_waiting(open_log: OpenLog, log_dir: Path) ->
     with pytest.raises(LogDirectoryError):
         log.flush()
     assert told == [False] and log.recovery_point == 0
+
+
+def test_a_waiter_that_fails_does_not_stop_the_flush_or_the_others(open_log: OpenLog) -> None:
+    log = open_log(LogConfig())
+    fill(log, 3)
+    told: list[bool] = []
+
+    def closed_loop(_: bool) -> None:
+        raise RuntimeError("Event loop is closed")
+
+    log.when_flushed(3, closed_loop)
+    log.when_flushed(3, told.append)
+    log.flush()
+    assert told == [True] and log.recovery_point == 3
