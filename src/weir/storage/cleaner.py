@@ -114,13 +114,27 @@ class LogCleaner:
     @staticmethod
     def _swap(log: PartitionLog, cleaned: LogSegment, group: list[LogSegment]) -> bool:
         """Put `cleaned` in place of `group`, unless the log changed under the pass (closed,
-        deleted, truncated): then the pass's output is dropped."""
+        deleted, truncated): then the pass's output is dropped. It is synced, with the aborted
+        transactions of `group` in its `.txnindex`, before the log's lock is taken."""
+        try:
+            cleaned.txn_index.replace([t for s in group for t in s.txn_index.entries()])
+            cleaned.flush()
+        except OSError:
+            if not LogCleaner._still_holds(log, group):  # deleted meanwhile: its files are gone
+                cleaned.delete()
+                return False
+            raise
         with log.lock():
-            if log.closed or any(segment not in log.segments for segment in group):
+            if not LogCleaner._still_holds(log, group):
                 cleaned.delete()
                 return False
             log.replace_segments(cleaned, group)
             return True
+
+    @staticmethod
+    def _still_holds(log: PartitionLog, group: list[LogSegment]) -> bool:
+        with log.lock():
+            return not log.closed and all(segment in log.segments for segment in group)
 
     def _worth_cleaning(self, log: PartitionLog, candidates: list[LogSegment]) -> bool:
         state = self.state_of(log)

@@ -688,10 +688,9 @@ class PartitionLog:
 
     def replace_segments(self, cleaned: LogSegment, old: list[LogSegment]) -> None:
         """Swap compacted output in for `old` (a run of non-active segments), crash-safely:
-        `.cleaned` -> `.swap` (commit point), old -> `.deleted`, `.swap` -> live."""
+        `.cleaned` -> `.swap` (commit point), old -> `.deleted`, `.swap` -> live. `cleaned`
+        is synced already (with the aborted transactions of `old` in its `.txnindex`)."""
         with self._lock:
-            cleaned.txn_index.replace([t for s in old for t in s.txn_index.entries()])
-            cleaned.flush()
             cleaned.change_transit(SWAP_SUFFIX)
             fsync_directory(self.directory)
             start = self.segments.index(old[0])
