@@ -77,11 +77,9 @@ class FlushState:
     generation: int = 0
     waiters: list[tuple[int, FlushCallback]] = field(default_factory=list)
 
-    def count(self, records: int, end_offset: int, flush_messages: int) -> bool:
-        """Count an append's records; True if they reach `flush.messages` (a sync is due)."""
-        self.unflushed_records += records
-        if self.unflushed_records < flush_messages:
-            return False
+    def due(self, end_offset: int) -> bool:
+        """The records appended (`unflushed_records`, which the append counts itself) reached
+        `flush.messages`: those below `end_offset` want a sync before their acknowledgement."""
         self.sync_wanted_to = end_offset
         return True
 

@@ -89,8 +89,6 @@ class AppendInfo:
     max_timestamp: int
     log_append_time: int  # -1 unless the topic uses LogAppendTime
     log_start_offset: int
-    #: the records reached `flush.messages`: a flush was due (see `append`)
-    sync_due: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,7 +201,7 @@ class PartitionLog:
         epoch (and LogAppendTime if configured), write it. Batch-level work only. When the
         records reach `flush.messages`, the log is flushed before this returns, or with
         `defer_sync` handed to `flush_requester` (the caller then waits on `when_flushed`
-        before it acknowledges the batch; `AppendInfo.sync_due` says so)."""
+        before it acknowledges the batch, while `awaits_sync` says so)."""
         buf = batch if not memoryview(batch).readonly else bytearray(batch)
         assert not isinstance(buf, bytes)
         with self._lock:
@@ -218,9 +216,7 @@ class PartitionLog:
             fields = BatchHeader(buf).fields()
             sync_due = self._append_located(buf, fields)
             last = first + fields.last_offset_delta
-            info = AppendInfo(
-                first, last, fields.max_timestamp, append_time, self.log_start_offset, sync_due
-            )
+            info = AppendInfo(first, last, fields.max_timestamp, append_time, self.log_start_offset)
         if sync_due:
             self._sync_appended(defer_sync)
         return info
@@ -259,9 +255,12 @@ class PartitionLog:
         self.log_end_offset = last + 1
         if not self.replicated and self.config.high_watermark_policy == HW_LOG_END:
             self.high_watermark = self.log_end_offset
-        self._spares.after_append(segment, self.log_end_offset)
-        return self._flushes.count(
-            fields.records_count, self.log_end_offset, self.config.flush_messages
+        if segment.size >= self._spares.check_from:
+            self._spares.after_append(segment, self.log_end_offset)
+        flushes = self._flushes
+        flushes.unflushed_records += fields.records_count
+        return flushes.unflushed_records >= self.config.flush_messages and flushes.due(
+            self.log_end_offset
         )
 
     def _sync_appended(self, defer: bool) -> None:
