@@ -5,7 +5,10 @@ Starts `weir broker start` (single node) on an ephemeral port, then measures:
   broker's CPU-seconds per million messages and per GB (from /proc, the broker process alone);
 - consume: everything produced, read back from the beginning;
 - produce at 1, 100, 1,000 and 5,000 partitions from one producer, messages round-robin;
-- end-to-end latency percentiles at fixed rates (default 10,000 and 50,000 msgs/s);
+- end-to-end latency percentiles at fixed rates (default 10,000 and 50,000 msgs/s), from
+  confluent-kafka in Python and from `latency_client.c`, a client in C on librdkafka built here
+  (Debian's librdkafka-dev, installed when run as root), one partition, 100-byte messages,
+  linger.ms 1: produce-to-ack and produce-to-consume, with the slowest messages' send times;
 - raw loopback TCP throughput and raw page-cache write throughput on the data disk.
 With `--baseline REF` the same broker measurements run first on that commit (a temporary git
 worktree of it, its C sources built in place) and the report has both, side by side.
@@ -18,6 +21,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import socket
 import statistics
 import struct
@@ -277,6 +281,35 @@ def latency(bootstrap: str, topic: str, rate: int, seconds: float) -> dict[str, 
     }
 
 
+LATENCY_CLIENT = Path(__file__).with_name("latency_client.c")
+LIBRDKAFKA_HEADER = Path("/usr/include/librdkafka/rdkafka.h")
+
+
+def build_latency_client(scratch: Path) -> Path:
+    """Compile `latency_client.c` against Debian's librdkafka-dev (installed first when run as
+    root, as scripts/bootstrap installs Debian packages)."""
+    if not LIBRDKAFKA_HEADER.exists() and os.geteuid() == 0:
+        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+        subprocess.run(["apt-get", "install", "-y", "-qq", "librdkafka-dev"], env=env,
+                       check=True, capture_output=True)  # fmt: skip
+    binary = scratch / "latency_client"
+    subprocess.run(["cc", "-O2", "-o", str(binary), str(LATENCY_CLIENT), "-lrdkafka",
+                    "-lpthread"], check=True)  # fmt: skip
+    return binary
+
+
+def c_latency(
+    client: Path, bootstrap: str, topic: str, rate: int, seconds: float, linger_ms: int = 1
+) -> dict[str, Any]:
+    """Produce-to-ack and produce-to-consume percentiles from the C client (acks=all, the
+    client's default; idempotence off)."""
+    done = subprocess.run([str(client), bootstrap, topic, str(rate), str(seconds),
+                           str(linger_ms), "all"], check=True, capture_output=True,
+                          timeout=seconds + 120)  # fmt: skip
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
 def measure_broker(source: Path | None, args: argparse.Namespace, scratch: Path) -> dict[str, Any]:
     """Every broker measurement, on a fresh data directory, with the broker from `source`."""
     data_dir = scratch / ("baseline" if source else "current") / "data"
@@ -297,6 +330,14 @@ def measure_broker(source: Path | None, args: argparse.Namespace, scratch: Path)
             latency(bootstrap, f"bench-latency-{rate}", rate, args.latency_seconds)
             for rate in args.rates
         ]
+        run["c_latency"] = [
+            c_latency(
+                args.latency_client, bootstrap, f"bench-c-latency-{rate}-{n}", rate,
+                args.latency_seconds,
+            )
+            for rate in args.rates
+            for n in range(args.latency_runs)
+        ]
         run["partitions"] = partition_sweep(
             bootstrap, process.pid, args.partitions, args.partition_messages, args.phase_seconds
         )
@@ -313,9 +354,22 @@ def baseline_checkout(ref: str, scratch: Path) -> Path:
     subprocess.run(["git", "-C", str(repo), "worktree", "add", "--detach", str(tree), ref],
                    check=True, capture_output=True)  # fmt: skip
     if (tree / "setup.py").exists():
-        subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], cwd=tree,
-                       check=True, capture_output=True)  # fmt: skip
+        built = subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"],
+                               cwd=tree, capture_output=True)  # fmt: skip
+        if built.returncode != 0:
+            _reuse_extensions(repo / "src", tree / "src")
     return tree / "src"
+
+
+def _reuse_extensions(current: Path, baseline: Path) -> None:
+    """Where setup.py cannot build in place (a setuptools newer than the tree's pyproject),
+    the extensions of the current tree serve, if their C sources are the same."""
+    for source in current.glob("weir/*/*.c"):
+        other = baseline / source.relative_to(current)
+        if not other.exists() or other.read_bytes() != source.read_bytes():
+            raise RuntimeError(f"cannot build {other} and it differs from {source}")
+        for built in source.parent.glob(f"{source.stem}.*.so"):
+            shutil.copy2(built, other.parent / built.name)
 
 
 def remove_checkout(scratch: Path) -> None:
@@ -331,6 +385,7 @@ def main() -> int:
     parser.add_argument("--rates", type=int, nargs="+", default=[10_000, 50_000],
                         help="latency test rates")  # fmt: skip
     parser.add_argument("--latency-seconds", type=float, default=5)
+    parser.add_argument("--latency-runs", type=int, default=3, help="C client runs per rate")
     parser.add_argument("--partitions", type=int, nargs="+", default=[1, 100, 1000, 5000])
     parser.add_argument("--partition-messages", type=int, default=500_000)
     parser.add_argument("--phase-seconds", type=float, default=60,
@@ -348,13 +403,14 @@ def main() -> int:
             "partitions": "1, except the partition sweep",
             "broker_flush": "page cache (no fsync), as Kafka's default",
             "idempotence": "on with acks=all (Kafka's client default), off with acks=1",
-            "linger_ms": 5,
+            "linger_ms": "5 (throughput), 0 (Python latency), 1 (C latency)",
             "compression": "none",
             "baseline": args.baseline,
         },
     }
     with tempfile.TemporaryDirectory(prefix="weir-bench-") as name:
         scratch = Path(name)
+        args.latency_client = build_latency_client(scratch)
         report["raw"] = {
             "loopback_tcp": loopback_tcp(),
             "page_cache_write": page_cache_write(scratch),

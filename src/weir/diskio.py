@@ -9,7 +9,8 @@ Fault injection: `install_faults(FaultPlan.parse(text))`, or the environment var
 comma-separated list of rules `KIND:OP:N[+]:ERRNO[:PATH]`: the N-th call (1-based, counted per
 rule in this process) of that kind and operation, on a file under PATH if one is given, fails with
 that errno, and with `N+` every later call too. A failing write first writes half of its bytes, as
-a write that runs out of space does.
+a write that runs out of space does. In place of an errno, `delay=MS` makes the call wait MS
+milliseconds and then succeed (a stalled disk).
 
 Nothing here knows about logs or brokers; it only names files' kinds.
 """
@@ -20,6 +21,7 @@ import ctypes
 import errno
 import os
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -52,9 +54,10 @@ class FaultRule:
     kind: str
     operation: str
     call: int
-    errno: int
+    errno: int  # 0 for a delay
     and_later: bool = False
     path: str | None = None
+    delay_ms: int = 0
 
     def fires(self, count: int) -> bool:
         return count == self.call or (self.and_later and count > self.call)
@@ -83,7 +86,11 @@ class FaultPlan:
             with self._lock:
                 self._counts[i] += 1
                 count = self._counts[i]
-            if failure is None and rule.fires(count):
+            if not rule.fires(count):
+                continue
+            if rule.delay_ms:
+                time.sleep(rule.delay_ms / 1000)
+            elif failure is None:
                 failure = rule.errno
         return failure
 
@@ -109,10 +116,18 @@ def _parse_rule(text: str) -> FaultRule:
     number = call.rstrip("+")
     if not number.isdigit() or int(number) < 1:
         raise ValueError(f"disk fault {text!r}: N must be a positive call number")
+    if name.startswith(_DELAY):
+        delay = name.removeprefix(_DELAY)
+        if not delay.isdigit() or int(delay) < 1:
+            raise ValueError(f"disk fault {text!r}: delay must be a positive number of ms")
+        return FaultRule(kind, operation, int(number), 0, and_later, path, int(delay))
     code = getattr(errno, name, None)
     if not isinstance(code, int):
         raise ValueError(f"disk fault {text!r}: unknown errno {name!r}")
     return FaultRule(kind, operation, int(number), code, and_later, path)
+
+
+_DELAY = "delay="
 
 
 _plan: FaultPlan | None = None

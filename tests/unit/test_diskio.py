@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import errno
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -74,3 +75,30 @@ def test_an_atomic_write_that_fails_keeps_the_old_file_and_no_temp(tmp_path: Pat
             write_atomically(target, ["new"])
         assert target.read_text() == "old\n"
         assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint"]
+
+
+def test_a_delay_rule_stalls_the_chosen_calls_and_lets_them_succeed(tmp_path: Path) -> None:
+    (tmp_path / "slow").mkdir()
+    plan = diskio.FaultPlan.parse(f"segment:sync:2+:delay=300:{tmp_path / 'slow'}")
+    assert plan.rules == [
+        diskio.FaultRule("segment", "sync", 2, 0, True, str(tmp_path / "slow"), delay_ms=300)
+    ]
+    diskio.install_faults(plan)
+    fd = os.open(tmp_path / "slow" / "f", os.O_RDWR | os.O_CREAT)
+    other = os.open(tmp_path / "f", os.O_RDWR | os.O_CREAT)
+    try:
+        took = []
+        for descriptor in (fd, fd, other):
+            start = time.monotonic()
+            diskio.sync(descriptor, diskio.SEGMENT)
+            took.append(time.monotonic() - start)
+    finally:
+        os.close(fd)
+        os.close(other)
+    assert took[0] < 0.2 and took[1] >= 0.3 and took[2] < 0.2, took
+
+
+@pytest.mark.parametrize("text", ["segment:sync:1:delay=", "segment:sync:1:delay=0"])
+def test_bad_delays_are_refused(text: str) -> None:
+    with pytest.raises(ValueError, match="delay"):
+        diskio.FaultPlan.parse(text)

@@ -11,7 +11,7 @@ a queue, in the dead-letter file, or both (after a crash in between). `read_dead
 file back (up to the first damaged record). Counts per topic and the last reason are kept since
 the agent started; the files keep the events until an operator removes them.
 
-Thread-safety: every method takes the instance's lock.
+Thread-safety (docs/threads.md): every method takes the instance's lock.
 """
 
 from __future__ import annotations

@@ -12,8 +12,8 @@ the agent stored the event per the topic's durability class, so a record logged 
 A refused event or an agent that cannot be reached goes to `handleError` (logging's own way of
 reporting a handler's trouble, on stderr by default) and never raises into the application.
 
-The socket connection is opened by the first record and again after it broke. Thread-safety:
-logging serialises `emit` per handler with the handler's lock.
+The socket connection is opened by the first record and again after it broke. Thread-safety
+(docs/threads.md): logging serialises `emit` per handler with the handler's lock.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ On a clean stop a process-memory queue writes what it still holds to `<partition
 spool directory and loads it back first on the next start. A crash loses what was in process
 memory (never the spill, never an `shm` queue): that is the trade-off of the `memory` class.
 
-Thread-safety: any thread may append; one sender thread peeks and acknowledges.
+Thread-safety (docs/threads.md): any thread may append; one sender thread peeks and acknowledges.
 """
 
 from __future__ import annotations

@@ -23,9 +23,9 @@ States of a pending topic and their transitions:
     PENDING ──count known, queue empty──► DIRECT
     PENDING ──topic does not exist, queue empty──► DEAD
 
-Thread-safety: callers append from any thread; one router thread moves events. A topic leaves
-PENDING under its lock, and only while no caller is between choosing its queue and finishing an
-append, so no event is ever appended behind the router's back.
+Thread-safety (docs/threads.md): callers append from any thread; one router thread moves events. A
+topic leaves PENDING under its lock, and only while no caller is between choosing its queue and
+finishing an append, so no event is ever appended behind the router's back.
 """
 
 from __future__ import annotations

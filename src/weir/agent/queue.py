@@ -16,7 +16,7 @@ Durability classes:
   a restart of the agent) that spills to disk while the cluster is unreachable; see
   `weir.agent.memory`.
 
-Thread-safety: any thread may append; one sender thread peeks and acknowledges.
+Thread-safety (docs/threads.md): any thread may append; one sender thread peeks and acknowledges.
 """
 
 from __future__ import annotations

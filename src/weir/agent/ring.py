@@ -20,10 +20,11 @@ the read position moves (acknowledgement, overwrite) and at recovery, not on eve
 only a hint for the write position, which the walk always finds again, so a crash after a record
 was written loses nothing it wrote.
 
-Thread-safety: every public method takes the ring's lock; callers may share one ring freely.
-Once closed, a ring refuses appends (`RingClosed`), peeks nothing and ignores acknowledgements,
-so a sender still running while the agent stops leaves the records for the next start.
-The ring never decides policy on its own: `append` raises `RingFull` unless asked to overwrite.
+Thread-safety (docs/threads.md): every public method takes the ring's lock; callers may share one
+ring freely. Once closed, a ring refuses appends (`RingClosed`), peeks nothing and ignores
+acknowledgements, so a sender still running while the agent stops leaves the records for the next
+start. The ring never decides policy on its own: `append` raises `RingFull` unless asked to
+overwrite.
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ so far, so an event costs one murmur2 (keyed) or one sticky step (unkeyed) and a
 agent keeps one route per topic and drops it when the topic's partition count changes; a topic
 with a pending queue never has one (its events must queue behind the pending ones).
 
-Thread-safety: any thread may use a route; a queue looked up twice at once is the same queue (the
-registry creates each once).
+Thread-safety (docs/threads.md): any thread may use a route; a queue looked up twice at once is the
+same queue (the registry creates each once).
 """
 
 from __future__ import annotations

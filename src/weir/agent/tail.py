@@ -30,7 +30,7 @@ exactly where a clean stop left off; after kill -9 it may send again the lines o
 never skip any. A file rotated while the agent was down is found again by inode in its directory
 and read to its end.
 
-Thread-safety: one tailer thread owns every followed file; `stop` joins it.
+Thread-safety (docs/threads.md): one tailer thread owns every followed file; `stop` joins it.
 """
 
 from __future__ import annotations

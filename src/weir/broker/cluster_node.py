@@ -20,8 +20,10 @@ Admin requests (create, delete, grow topics) become ZooKeeper writes that the co
 out; the handler then waits, up to the request's timeout, until this broker's metadata shows the
 result, as Kafka's brokers do.
 
-Thread-safety: event-loop only, except `ZooKeeperMetadataStore` and `Controller`, which run on
-their own threads; their callbacks come back through `loop.call_soon_threadsafe`.
+Thread-safety (docs/threads.md): event-loop only, except `ZooKeeperMetadataStore` and
+`Controller`, which run on their own threads; their callbacks come back through
+`loop.call_soon_threadsafe`, but for the session listener, which sets `broker_epoch` on kazoo's
+thread.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ never held back (they are in memory once read, whatever we decide), so small cli
 working while large producers wait.
 Waiters are served in arrival order, so a large frame is not starved by smaller ones.
 
-Thread-safety: event-loop only.
+Thread-safety (docs/threads.md): event-loop only.
 """
 
 from __future__ import annotations

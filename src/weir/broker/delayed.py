@@ -3,7 +3,7 @@ data arrives at one of its partitions, an acks=all produce until the ISR has its
 parks a future on the partitions (`Partition.waiters`, `Partition.produce_waiters`) that the
 partition's owner resolves: no polling.
 
-Thread-safety: event-loop only, as `Partition`.
+Thread-safety (docs/threads.md): event-loop only, as `Partition`.
 """
 
 from __future__ import annotations
@@ -49,3 +49,26 @@ async def wait_replicated(partition: Partition, end_offset: int, timeout_ms: int
     if partition.isr_size < partition.log.config.min_insync_replicas:
         return ErrorCode.not_enough_replicas_after_append
     return ErrorCode.none
+
+
+async def wait_synced(partition: Partition, end_offset: int, timeout_ms: int) -> ErrorCode:
+    """For acks=all when the batch made a flush due (`flush.messages`): wait for the storage
+    thread's flush to cover `end_offset`. Fetches parked meanwhile are woken, since under
+    `high.watermark.policy=flushed` the flush moved the high watermark."""
+    loop = asyncio.get_running_loop()
+    flushed: asyncio.Future[bool] = loop.create_future()
+    partition.log.when_flushed(
+        end_offset, lambda ok: loop.call_soon_threadsafe(_settle, flushed, ok)
+    )
+    try:
+        async with asyncio.timeout(timeout_ms / 1000):
+            synced = await flushed
+    except TimeoutError:
+        return ErrorCode.request_timed_out
+    partition.wake_waiters()
+    return ErrorCode.none if synced else ErrorCode.kafka_storage_error
+
+
+def _settle(future: asyncio.Future[bool], result: bool) -> None:
+    if not future.done():
+        future.set_result(result)

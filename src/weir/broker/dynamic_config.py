@@ -13,7 +13,8 @@ A setting whose `at_once` is set is in effect as soon as it is stored (the recon
 get the new effective config); the others are stored and reported, and in effect from the
 broker's next start.
 
-Thread-safety: event-loop only. A cluster's change notifications arrive on kazoo's thread and are
+Thread-safety (docs/threads.md): event-loop only. A cluster's change notifications arrive on
+kazoo's thread and are
 handed to the loop; store writes run in an executor.
 """
 

@@ -7,7 +7,7 @@ latest leader epoch ends (OffsetForLeaderEpoch, KIP-101/279) and truncates there
 under an epoch the new leader does not have (an old leader's unreplicated writes) is cut, never
 served. The follower's high watermark is the leader's, bounded by its own log end.
 
-Thread-safety: event-loop only.
+Thread-safety (docs/threads.md): event-loop only.
 """
 
 from __future__ import annotations

@@ -19,7 +19,8 @@ The high watermark moves in one place per role:
 
 The log stores the high watermark it is given and never moves it forward by itself.
 
-Thread-safety: event-loop only. The log guards itself against the storage scheduler's thread;
+Thread-safety (docs/threads.md): event-loop only. The log guards itself against the storage
+scheduler's thread;
 a log directory that fails there shows here as the Offline role.
 """
 
@@ -105,7 +106,8 @@ class PartitionState:
 
 @dataclass(slots=True)
 class Partition:
-    """A replica of `topic-index` here. Thread-safety: event-loop only (see the module)."""
+    """A replica of `topic-index` here. Thread-safety (docs/threads.md): event-loop only (see
+    the module)."""
 
     topic: str
     index: int

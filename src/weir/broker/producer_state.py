@@ -16,7 +16,7 @@ aborted transaction (producer id, first offset, marker offset, last stable offse
 caller writes to the log's aborted-transaction index (`.txnindex`): read_committed fetches read
 it from there, so no list of aborted transactions grows here.
 
-Thread-safety: none; owned by the broker's event loop.
+Thread-safety (docs/threads.md): none; owned by the broker's event loop.
 """
 
 from __future__ import annotations

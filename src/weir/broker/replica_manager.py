@@ -12,7 +12,8 @@ space below `log.dir.min.free.bytes`) refuses appends until space returns; a fai
 takes its partitions offline (produce, fetch and offsets refused, Metadata shows the replica
 offline) until a restart.
 
-Thread-safety: event-loop only. Logs guard themselves against the storage scheduler's thread.
+Thread-safety (docs/threads.md): event-loop only. Logs guard themselves against the storage
+scheduler's thread.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Protocol
 
 from kio.schema.errors import ErrorCode
 
-from weir.broker.delayed import wait_for_data, wait_replicated
+from weir.broker.delayed import wait_for_data, wait_replicated, wait_synced
 from weir.broker.log_validator import check_topic_rules, stored_form
 from weir.broker.partition import (
     FOLLOWER,
@@ -79,7 +80,8 @@ class ReplicaManager:
     `__transaction_state` of every leadership of theirs gained or lost. A single node leads its
     partitions alone (`lead_alone`): replicas and ISR of itself.
 
-    Thread-safety: event-loop only. Logs guard themselves against the storage scheduler's
+    Thread-safety (docs/threads.md): event-loop only. Logs guard themselves against the storage
+    scheduler's
     thread; a flush there reaches a leader's high watermark through the loop."""
 
     def __init__(
@@ -390,7 +392,8 @@ class ReplicaManager:
                 partition.log.note_transactions()
             except OSError as exc:
                 return self._refuse(partition, f"cannot record transactions: {exc}")
-        return self._append_validated(partition, stored_form(records, header, config))
+        stored = stored_form(records, header, config)
+        return self._append_validated(partition, stored, defer_sync=acks != 1)
 
     def append_marker(self, topic: str, index: int, batch: bytes, commit: bool) -> AppendResult:
         """Append a COMMIT or ABORT control batch (built by the broker, so not validated as a
@@ -434,11 +437,20 @@ class ReplicaManager:
         return AppendResult(ErrorCode.kafka_storage_error, message=why)
 
     def _append_validated(
-        self, partition: Partition, records: bytes, commit: bool | None = None
+        self,
+        partition: Partition,
+        records: bytes,
+        commit: bool | None = None,
+        *,
+        defer_sync: bool = False,
     ) -> AppendResult:
+        """`defer_sync`: a flush the batch makes due (`flush.messages`) runs on the storage
+        thread, not here; acks=all then waits for it (`wait_replicated`), acks=0 does not."""
         buf = bytearray(records)
         try:
-            info = partition.log.append(buf, leader_epoch=partition.leader_epoch)
+            info = partition.log.append(
+                buf, leader_epoch=partition.leader_epoch, defer_sync=defer_sync
+            )
         except LogWriteError as exc:
             return self._refuse(partition, str(exc))
         except StorageError as exc:
@@ -463,9 +475,12 @@ class ReplicaManager:
     # ---- replication (leader side) ------------------------------------------------------------
 
     def replicating(self, topic: str, index: int, end_offset: int) -> bool:
-        """Whether records up to `end_offset` still wait for followers (acks=all)."""
+        """Whether records up to `end_offset` still wait for followers, or for the flush
+        `flush.messages` made due (acks=all)."""
         partition = self.partitions.get((topic, index))
-        return partition is not None and not partition.replicated(end_offset)
+        if partition is None:
+            return False
+        return not partition.replicated(end_offset) or partition.log.awaits_sync(end_offset)
 
     async def wait_replicated(
         self, topic: str, index: int, end_offset: int, timeout_ms: int
@@ -475,7 +490,10 @@ class ReplicaManager:
         partition = self.partitions.get((topic, index))
         if partition is None or not partition.is_leader:
             return ErrorCode.not_leader_or_follower
-        return await wait_replicated(partition, end_offset, timeout_ms)
+        error = await wait_replicated(partition, end_offset, timeout_ms)
+        if error is ErrorCode.none and partition.log.awaits_sync(end_offset):
+            return await wait_synced(partition, end_offset, timeout_ms)
+        return error
 
     def _propose_isr(self, partition: Partition, now_ms: int) -> None:
         state = partition.leader_state

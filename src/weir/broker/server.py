@@ -1,5 +1,5 @@
 """The broker process: one asyncio loop (uvloop), a listening socket per listener, one task per
-connection.
+connection. Its threads, what each owns and the only ways in: docs/threads.md.
 
 A connection reads frames, answers each request in order (Kafka mutes a connection while it
 handles a request, and so do we), and sends responses with `sendfile` for record bytes (through

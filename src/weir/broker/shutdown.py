@@ -29,8 +29,8 @@ FORCED_EXIT_STATUS = 1
 class ShutdownDeadline:
     """Started once the stop is asked for; `finish()` once the broker has closed.
 
-    Thread-safety: start and finish from the event loop's thread; the deadline thread only reads
-    the loop's task list to describe it, then exits the process."""
+    Thread-safety (docs/threads.md): start and finish from the event loop's thread; the deadline
+    thread only reads the loop's task list to describe it, then exits the process."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, seconds: float = SHUTDOWN_DEADLINE_S):
         self.loop = loop

@@ -35,7 +35,8 @@ class Interrupted(Exception):
 class StopRequest:
     """While entered, SIGINT and SIGTERM record a stop request instead of interrupting.
 
-    Thread-safety: enter and check from the main thread only (Python runs signal handlers there).
+    Thread-safety (docs/threads.md): enter and check from the main thread only (Python runs signal
+    handlers there).
     """
 
     def __init__(self) -> None:

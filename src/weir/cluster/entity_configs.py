@@ -13,7 +13,8 @@ transaction, conditional on the znode's version (another writer in between: read
 retry). An entity whose entries are all deleted keeps an empty config, as Kafka leaves it.
 
 The values are kept as text (name -> value); what they mean is the broker's business.
-Thread-safety: `configs()` may be called from any thread (the snapshot is replaced whole, never
+Thread-safety (docs/threads.md): `configs()` may be called from any thread (the snapshot is
+replaced whole, never
 changed in place); `alter` blocks on ZooKeeper; `on_change` callbacks run on kazoo's thread.
 """
 

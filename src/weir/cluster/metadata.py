@@ -8,7 +8,7 @@ rewritten atomically on every change (changes are rare: topic admin, producer id
 takes effect only once it is written: if the write fails (OSError, e.g. a full disk), the store
 and its file are as they were.
 
-Thread-safety: `EmbeddedMetadataStore` methods hold its lock.
+Thread-safety (docs/threads.md): `EmbeddedMetadataStore` methods hold its lock.
 """
 
 from __future__ import annotations

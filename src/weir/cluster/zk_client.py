@@ -189,7 +189,7 @@ class _KazooPending:
 class KazooZooKeeper:
     """`ZooKeeper` on a `ZooKeeperMetadataStore`'s kazoo client and session.
 
-    Thread-safety: any thread; kazoo serialises requests on its connection."""
+    Thread-safety (docs/threads.md): any thread; kazoo serialises requests on its connection."""
 
     def __init__(self, store: ZooKeeperMetadataStore) -> None:
         self._store = store

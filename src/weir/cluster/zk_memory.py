@@ -11,7 +11,7 @@ a transaction applies all its operations or none, reporting the failing operatio
 session's listeners hear "lost". Watches fire after every change, synchronously on the thread
 that made it.
 
-Thread-safety: any thread; one lock guards the tree, and callbacks run outside it.
+Thread-safety (docs/threads.md): any thread; one lock guards the tree, and callbacks run outside it.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ class _Resolved:
 class InMemoryZooKeeper:
     """The ensemble: znodes, sessions and their watches.
 
-    Thread-safety: any thread; `_lock` guards the tree and the sessions."""
+    Thread-safety (docs/threads.md): any thread; `_lock` guards the tree and the sessions."""
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
@@ -212,7 +212,7 @@ def _copy(node: _Znode) -> _Znode:
 class InMemorySession:
     """One client session on an `InMemoryZooKeeper`: the `ZooKeeper` interface.
 
-    Thread-safety: any thread (the ensemble's lock)."""
+    Thread-safety (docs/threads.md): any thread (the ensemble's lock)."""
 
     def __init__(self, ensemble: InMemoryZooKeeper) -> None:
         self._zk = ensemble

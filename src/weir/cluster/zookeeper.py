@@ -10,9 +10,9 @@ A broker registers with an ephemeral znode `/brokers/ids/N`; a second broker wit
 refused (`BrokerIdInUseError`), never taken over. When ZooKeeper expires the session the
 registration is gone; the store registers again on the next session and tells its listeners.
 
-Thread-safety: methods may be called from any thread; kazoo runs watches on its own thread and
-the cache is guarded by a lock. Calls block on ZooKeeper: from an event loop, run them in an
-executor.
+Thread-safety (docs/threads.md): methods may be called from any thread; kazoo runs watches on its
+own thread and the cache is guarded by a lock. Calls block on ZooKeeper: from an event loop, run
+them in an executor.
 """
 
 from __future__ import annotations

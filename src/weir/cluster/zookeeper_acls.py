@@ -10,9 +10,9 @@ under `/kafka-acl-changes` or `/kafka-acl-extended-changes`; every broker watche
 each newly announced resource to its listener, in order. Announcements older than
 `CHANGE_EXPIRY_S` are deleted by whichever broker sees them.
 
-Thread-safety: every method may be called from any thread and blocks on ZooKeeper (from an event
-loop, run it in an executor). The change listener runs on kazoo's callback thread, one
-notification at a time.
+Thread-safety (docs/threads.md): every method may be called from any thread and blocks on ZooKeeper
+(from an event loop, run it in an executor). The change listener runs on kazoo's callback thread,
+one notification at a time.
 """
 
 from __future__ import annotations

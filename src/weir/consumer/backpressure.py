@@ -33,7 +33,7 @@ class Decision(Generic[K]):
 
 
 class BackPressure(Generic[K]):
-    """Thread-safety: the owning fetcher's thread only."""
+    """Thread-safety (docs/threads.md): the owning fetcher's thread only."""
 
     def __init__(self, max_buffered: int, fetch_batch: int) -> None:
         self.max_buffered = max_buffered

@@ -22,7 +22,8 @@ LATEST = OffsetSpec.latest()  # type: ignore[no-untyped-call]
 
 
 class Watermarks:
-    """Thread-safety: one fetcher thread calls `refresh`; `high` may be read anywhere."""
+    """Thread-safety (docs/threads.md): one fetcher thread calls `refresh`; `high` may be read
+    anywhere."""
 
     def __init__(self, config: dict[str, Any]) -> None:
         self._admin = AdminClient(config)

@@ -20,7 +20,7 @@ COMPACT_AFTER = 4096  # finished offsets kept at the front before the list is tr
 class OffsetTracker:
     """The fetched-but-not-committable offsets of one partition.
 
-    Thread-safety: none; its owner (`OwnedPartition`) serialises every call.
+    Thread-safety (docs/threads.md): none; its owner (`OwnedPartition`) serialises every call.
     """
 
     def __init__(self, start: int | None = None) -> None:

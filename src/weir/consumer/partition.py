@@ -56,8 +56,9 @@ class OwnedPartition:
     """A partition's offset tracker, the results awaiting an exactly-once commit, and the offset
     last committed (to Kafka or the sink; None while unknown).
 
-    Thread-safety: workers call `finish`, the owning fetcher everything else; `_lock` guards the
-    tracker, the results and the state. `running` belongs to the WorkQueue and its lock.
+    Thread-safety (docs/threads.md): workers call `finish`, the owning fetcher everything else;
+    `_lock` guards the tracker, the results and the state. `running` belongs to the WorkQueue and
+    its lock.
     """
 
     def __init__(self, topic: str, partition: int, committed: int | None, keep_results: bool):

@@ -7,10 +7,10 @@ partition is one (keyless records share one unordered lane), and without orderin
 partition has one unordered lane. An *exclusive* lane is handed to one worker at a time, so
 its records are handled one after the other; an unordered lane is split among workers.
 
-The queue does not block producers: it counts what is buffered (queued plus running); the
-fetcher waits for room, and pauses its partitions when none comes (see fetcher.py).
-Thread-safety: all state is guarded by one lock; `buffered` and `finished` may be read
-without it.
+The queue does not block producers: it counts what is buffered (queued plus running); the fetcher
+waits for room, and pauses its partitions when none comes (see fetcher.py). Thread-safety
+(docs/threads.md): all state is guarded by one lock; `buffered` and `finished` may be read without
+it.
 """
 
 from __future__ import annotations

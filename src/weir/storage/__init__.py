@@ -6,8 +6,9 @@ file slices to send and offsets; the broker decides what they mean on the wire.
 
 from weir.storage.config import LogConfig
 from weir.storage.errors import OffsetOutOfRangeError, StorageError
+from weir.storage.log_loader import LoadReport
 from weir.storage.log_manager import LogManager, LogManagerConfig
-from weir.storage.partition_log import AppendInfo, LoadReport, PartitionLog, ReadInfo
+from weir.storage.partition_log import AppendInfo, PartitionLog, ReadInfo
 from weir.storage.segment import FileSlice, LogSegment
 
 __all__ = [

@@ -8,23 +8,26 @@ dropped once their batch's timestamp is older than `delete.retention.ms`, so con
 long to see a delete. Records without a key and control batches are kept as they are.
 
 A pass runs only when it is worth it, as in Kafka: the dirty part of the cleanable segments (those
-at or past the log's `first_dirty_offset`, which each pass moves to where it stopped) is at least
+at or past the first dirty offset, which each pass moves to where it stopped) is at least
 `min.cleanable.dirty.ratio` of them, or the oldest dirty record is older than
 `max.compaction.lag.ms`, or tombstones a pass had to keep are now past `delete.retention.ms`.
-The first dirty offset lives in memory: after a restart everything counts
-as dirty once.
+The cleaner keeps this per-log state itself (`CleaningState`, Kafka's LogCleanerManager keeps
+it per log too), in memory: after a restart everything counts as dirty once.
 
 Output goes through `PartitionLog.replace_segments` (`.cleaned` -> `.swap` -> live), which a
 crash at any point leaves either undone or completed on the next load.
 
-Thread-safety: `clean` takes the log's lock only to choose segments and to swap, as Kafka's
-cleaner does; one cleaner thread per log manager.
+Thread-safety (docs/threads.md): `clean` takes the log's lock only to choose segments and to swap,
+as Kafka's cleaner does; one cleaner thread per log manager (the storage scheduler's), which alone
+touches the per-log state.
 """
 
 from __future__ import annotations
 
 import os
+import weakref
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from weir.clock import Clock
 from weir.records import BatchHeader, BatchSpec, Record, build_batch, iter_records
@@ -35,6 +38,16 @@ from weir.storage.segment import LogSegment
 _MAX_RELATIVE_OFFSET = 2**31 - 1
 
 
+@dataclass(slots=True)
+class CleaningState:
+    """What the cleaner knows of one log between passes."""
+
+    #: where compaction has not been yet: each pass moves it to where it stopped
+    first_dirty_offset: int = 0
+    #: when the tombstones a pass had to keep may go (None: it kept none)
+    tombstones_due_ms: int | None = None
+
+
 class LogCleaner:
     """`before_swap`, if given, runs after a group is rewritten and before it replaces the old
     segments (a test holds a pass there)."""
@@ -42,6 +55,16 @@ class LogCleaner:
     def __init__(self, clock: Clock, before_swap: Callable[[PartitionLog], None] | None = None):
         self._clock = clock
         self._before_swap = before_swap
+        self._states: weakref.WeakKeyDictionary[PartitionLog, CleaningState] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def state_of(self, log: PartitionLog) -> CleaningState:
+        """The cleaner's state for `log` (a new one, all dirty, for a log it has not seen)."""
+        state = self._states.get(log)
+        if state is None:
+            state = self._states[log] = CleaningState()
+        return state
 
     def clean(self, log: PartitionLog) -> int:
         """Compact `log` once; return how many segments were rewritten. The log's lock is held
@@ -81,29 +104,45 @@ class LogCleaner:
             if not self._swap(log, cleaned, group):
                 return rewritten
             rewritten += len(group)
-        with log.lock():
-            log.first_dirty_offset = dirty_from
-            log.tombstones_due_ms = None
-            if newest_tombstone >= 0:
-                log.tombstones_due_ms = newest_tombstone + config.delete_retention_ms + 1
+        state = self.state_of(log)
+        state.first_dirty_offset = dirty_from
+        state.tombstones_due_ms = None
+        if newest_tombstone >= 0:
+            state.tombstones_due_ms = newest_tombstone + config.delete_retention_ms + 1
         return rewritten
 
     @staticmethod
     def _swap(log: PartitionLog, cleaned: LogSegment, group: list[LogSegment]) -> bool:
         """Put `cleaned` in place of `group`, unless the log changed under the pass (closed,
-        deleted, truncated): then the pass's output is dropped."""
+        deleted, truncated): then the pass's output is dropped. It is synced, with the aborted
+        transactions of `group` in its `.txnindex`, before the log's lock is taken."""
+        try:
+            cleaned.txn_index.replace([t for s in group for t in s.txn_index.entries()])
+            cleaned.flush()
+        except OSError:
+            if not LogCleaner._still_holds(log, group):  # deleted meanwhile: its files are gone
+                cleaned.delete()
+                return False
+            raise
         with log.lock():
-            if log.closed or any(segment not in log.segments for segment in group):
+            if not LogCleaner._still_holds(log, group):
                 cleaned.delete()
                 return False
             log.replace_segments(cleaned, group)
             return True
 
+    @staticmethod
+    def _still_holds(log: PartitionLog, group: list[LogSegment]) -> bool:
+        with log.lock():
+            return not log.closed and all(segment in log.segments for segment in group)
+
     def _worth_cleaning(self, log: PartitionLog, candidates: list[LogSegment]) -> bool:
+        state = self.state_of(log)
         ends = [s.base_offset for s in log.segments[1 : len(candidates) + 1]]
-        dirty = [s for s, end in zip(candidates, ends, strict=True) if end > log.first_dirty_offset]
+        dirty_from = state.first_dirty_offset
+        dirty = [s for s, end in zip(candidates, ends, strict=True) if end > dirty_from]
         now = self._clock.milliseconds()
-        if log.tombstones_due_ms is not None and now >= log.tombstones_due_ms:
+        if state.tombstones_due_ms is not None and now >= state.tombstones_due_ms:
             return True
         if not dirty:
             return False

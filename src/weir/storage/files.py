@@ -5,7 +5,9 @@ base offset, zero-padded to 20 digits: `00000000000000000000.log`, `.index`, `.t
 fourth, `.txnindex`, once an aborted transaction ended in it. `<20-digit offset>.snapshot` files
 hold producer state as of that offset (see `producer_snapshot.py`).
 A suffix after those marks a file in transit: `.cleaned` (compaction output, not yet committed),
-`.swap` (committed compaction output replacing older segments), `.deleted` (waiting for removal).
+`.swap` (committed compaction output replacing older segments), `.deleted` (waiting for removal),
+`.next` (an empty segment created ahead of a roll, named after the log end offset when it was
+made; the roll renames it to its real base offset).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ PRODUCER_SNAPSHOT_SUFFIX = ".snapshot"
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 DELETED_SUFFIX = ".deleted"
+NEXT_SUFFIX = ".next"
 DELETE_DIR_SUFFIX = "-delete"
 
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"

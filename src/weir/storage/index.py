@@ -14,7 +14,7 @@ was. On open, the valid entries are the prefix before the first all-zero entry: 
 position 0 or timestamp 0 at its base offset, so an all-zero entry is unused space. `validate`
 checks the entries before they are trusted after an unclean shutdown.
 
-Thread-safety: none. The owning LogSegment serialises access.
+Thread-safety (docs/threads.md): none. The owning LogSegment serialises access.
 """
 
 from __future__ import annotations

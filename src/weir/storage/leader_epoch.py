@@ -8,7 +8,7 @@ A new epoch is on disk before the cache answers with it: `assign` raises if the 
 written and leaves the cache as it was. Truncations may be written later (`flush_if_dirty`): a
 file that still lists epochs before the log start or past the log end is pruned on load.
 
-Thread-safety: none; owned by one PartitionLog.
+Thread-safety (docs/threads.md): none; owned by one PartitionLog.
 """
 
 from __future__ import annotations

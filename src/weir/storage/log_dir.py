@@ -9,8 +9,8 @@ below the broker's floor (`log.dir.min.free.bytes`) and succeed again once space
 Free space is read with statvfs at most every `FREE_SPACE_CHECK_MS`, less what was appended
 since, so a produce costs no system call.
 
-Thread-safety: `free_bytes` and `note_appended` may race between the loop and the scheduler
-thread; a lost update only makes the estimate a little stale until the next statvfs.
+Thread-safety (docs/threads.md): `free_bytes` and `note_appended` may race between the loop and the
+scheduler thread; a lost update only makes the estimate a little stale until the next statvfs.
 """
 
 from __future__ import annotations

@@ -19,10 +19,11 @@ marker is created, so the next start trusts the logs without scanning them. None
 free space to go on working: a checkpoint the disk refuses keeps the previous file and is written
 at the next interval, and a close on a full disk still closes cleanly.
 
-Thread-safety: the registry of logs is guarded by a lock; each log guards itself. Checkpoints
-have one writer at a time (the scheduler's periodic write, a deletion's, the close's): each
-writer takes the logs' state and writes it under the checkpoint lock, so no writer's temporary
-file is renamed away by another and no older state overwrites a newer one.
+Thread-safety (docs/threads.md): the registry of logs is guarded by a lock; each log guards
+itself, and hands the flushes `flush.messages` makes due to the scheduler's thread. Checkpoints
+have one writer at a time (the scheduler's periodic write, a deletion's, the close's): each writer
+takes the logs' state and writes it under the checkpoint lock, so no writer's temporary file is
+renamed away by another and no older state overwrites a newer one.
 """
 
 from __future__ import annotations
@@ -121,7 +122,7 @@ class LogManager:
                     f"{log_dir.path}: remove one copy"
                 )
             self._dir_of[tp] = log_dir
-            self.logs[tp] = PartitionLog(
+            self.logs[tp] = self._owned(tp, PartitionLog(
                 directory,
                 self.config_for(tp[0]),
                 self._clock,
@@ -130,7 +131,7 @@ class LogManager:
                 log_start_offset=log_starts.get(tp, 0),
                 high_watermark=high_watermarks.get(tp),
                 clean_shutdown=clean,
-            )
+            ))  # fmt: skip
         log_dir.clean_shutdown_marker.unlink(missing_ok=True)
 
     def _fail_load(self, log_dir: LogDirectory, exc: Exception) -> None:
@@ -191,10 +192,10 @@ class LogManager:
             log_dir = self._least_loaded_dir()
             directory = log_dir.path / partition_dir_name(topic, partition)
             try:
-                self.logs[tp] = PartitionLog(
+                self.logs[tp] = self._owned(tp, PartitionLog(
                     directory, self.config_for(topic), self._clock, self._scheduler,
                     clean_shutdown=True,
-                )  # fmt: skip
+                ))  # fmt: skip
                 fsync_directory(log_dir.path)
             except OSError as exc:
                 self.logs.pop(tp, None)
@@ -309,22 +310,40 @@ class LogManager:
 
     # ---- background work ----------------------------------------------------------------------
 
+    def _owned(self, tp: TopicPartition, partition_log: PartitionLog) -> PartitionLog:
+        """The log, with its due flushes (`flush.messages`) handed to the scheduler's thread."""
+
+        def flush() -> None:
+            self._guarded(tp, partition_log, PartitionLog.flush)
+
+        def request() -> None:
+            self._scheduler.schedule(f"flush-{tp[0]}-{tp[1]}", flush, 0)
+
+        partition_log.flush_requester = request
+        return partition_log
+
     def _each_online(self, action: Callable[[PartitionLog], T]) -> list[T]:
         """`action` on every online log; a log whose directory fails takes it offline."""
         results = []
-        for (topic, partition), partition_log in self:
-            if partition_log.offline_reason is not None:
-                continue
-            try:
-                results.append(action(partition_log))
-            except LogDirectoryError as exc:
-                self.take_offline(topic, partition, str(exc))
-            except OSError as exc:
-                if diskio.is_out_of_space(exc):
-                    log.warning("%s-%d: background work deferred: %s", topic, partition, exc)
-                else:
-                    self.take_offline(topic, partition, str(exc))
+        for tp, partition_log in self:
+            if partition_log.offline_reason is None:
+                results.extend(self._guarded(tp, partition_log, action))
         return results
+
+    def _guarded(
+        self, tp: TopicPartition, partition_log: PartitionLog, action: Callable[[PartitionLog], T]
+    ) -> list[T]:
+        """[`action`'s result], or [] if it failed: a failing directory goes offline."""
+        try:
+            return [action(partition_log)]
+        except LogDirectoryError as exc:
+            self.take_offline(*tp, str(exc))
+        except OSError as exc:
+            if diskio.is_out_of_space(exc):
+                log.warning("%s-%d: background work deferred: %s", *tp, exc)
+            else:
+                self.take_offline(*tp, str(exc))
+        return []
 
     def cleanup_logs(self) -> int:
         deleted = sum(self._each_online(lambda pl: pl.delete_old_segments()))

@@ -23,25 +23,24 @@ holding their ABORT marker (`index_aborted_txn`), and read_committed fetches col
 there (`collect_aborted_txns`). `txn_state.py` decides which of these files a load trusts and
 where the replay of producer state starts.
 
-Thread-safety: every public method holds the log's lock, so background tasks (retention,
-compaction, flush) may run on a scheduler thread while one owner appends and reads.
+Thread-safety (docs/threads.md): every public method holds the log's lock, so background tasks
+(retention, compaction, flush) may run on the storage thread while one owner appends and reads;
+no sync runs under it: a flush takes its offset under the lock, syncs without it and moves the
+recovery point under it again (`log_flush.py`), so an append never waits behind a disk.
 """
 
 from __future__ import annotations
 
-import bisect
 import logging
-import os
 import threading
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from weir import diskio
 from weir.clock import Clock, Scheduler
-from weir.durable import TEMP_SUFFIX, fsync_directory
+from weir.durable import fsync_directory
 from weir.records import (
-    HEADER_SIZE,
     BatchHeader,
     HeaderFields,
     iter_batches,
@@ -49,34 +48,34 @@ from weir.records import (
     set_log_append_time,
     set_partition_leader_epoch,
 )
-from weir.records.batch import CONTROL_BIT
-from weir.records.control import marker_commits
+from weir.storage import log_segments
 from weir.storage.config import TIMESTAMP_LOG_APPEND_TIME, LogConfig
 from weir.storage.errors import (
-    CorruptIndexError,
     InvalidOffsetError,
     LogDirectoryError,
     LogWriteError,
     OffsetOutOfRangeError,
 )
 from weir.storage.files import (
-    CLEANED_SUFFIX,
     DELETED_SUFFIX,
-    INDEX_SUFFIX,
     LEADER_EPOCH_CHECKPOINT,
-    LOG_SUFFIX,
-    PRODUCER_SNAPSHOT_SUFFIX,
-    SEGMENT_SUFFIXES,
     SWAP_SUFFIX,
-    TIME_INDEX_SUFFIX,
     TRANSACTIONS_MARKER,
-    TXN_INDEX_SUFFIX,
-    parse_base_offset,
-    segment_path,
 )
 from weir.storage.leader_epoch import LeaderEpochCache
-from weir.storage.producer_snapshot import ProducerSnapshots
-from weir.storage.segment import FileSlice, LogSegment
+from weir.storage.log_flush import (
+    FlushCallback,
+    FlushPlan,
+    FlushState,
+    UnsyncedIndex,
+    note_synced,
+    notify,
+    sync_indexes,
+)
+from weir.storage.log_loader import LoadReport, LogLoader
+from weir.storage.producer_snapshot import ProducerSnapshotEntry, ProducerSnapshots
+from weir.storage.segment import FileSlice, LogSegment, open_new_segment
+from weir.storage.segment_spare import SpareSegment
 from weir.storage.txn_index import AbortedTxn
 from weir.storage.txn_state import ProducerStateReplay, ProducerStateSource, TransactionFiles
 
@@ -102,17 +101,6 @@ class ReadInfo:
     log_end_offset: int
 
 
-@dataclass
-class LoadReport:
-    """What loading found: the segments it scanned and everything it dropped or rebuilt."""
-
-    recovered_segments: int = 0
-    truncated_bytes: int = 0
-    #: batches read to rebuild producer state (those after the snapshot it started from)
-    replayed_batches: int = 0
-    problems: list[str] = field(default_factory=list)
-
-
 class PartitionLog:
     def __init__(
         self,
@@ -133,151 +121,38 @@ class PartitionLog:
         self._clock = clock
         self._scheduler = scheduler
         self._lock = threading.RLock()
-        self.segments: list[LogSegment] = []
+        #: serialises flushes (never taken by an append): taken before `_lock`, never after
+        self._flush_lock = threading.Lock()
         directory.mkdir(parents=True, exist_ok=True)
         self.epoch_cache = LeaderEpochCache(directory / LEADER_EPOCH_CHECKPOINT)
-        self.log_start_offset = log_start_offset
-        self.recovery_point = recovery_point
         self.load_report = LoadReport()
         self.offline_reason: str | None = None
         self.closed = False
         self._directory_unsynced = False
-        self.first_dirty_offset = 0  # where compaction has not been yet (see cleaner.py)
-        self.tombstones_due_ms: int | None = None  # when kept tombstones may go (cleaner.py)
         #: called after a flush moved the recovery point, on the flushing thread under the lock
         self.on_flushed: Callable[[], None] | None = None
         #: whether transactional batches were ever appended here (a marker file says so)
         self.has_transactions = (directory / TRANSACTIONS_MARKER).exists()
         self._txn_files = TransactionFiles(directory, self.load_report.problems)
-        self._load(clean_shutdown)
-        self.log_end_offset = self.active_segment.next_offset()
-        self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
-        ends = [self._segment_end(i) for i in range(len(self.segments))]
-        self._txn_files.check_at_load(
-            self.segments, ends, self.log_end_offset, None if clean_shutdown else recovery_point
-        )
+        loaded = LogLoader(
+            directory, config, clock,
+            epoch_cache=self.epoch_cache, txn_files=self._txn_files, report=self.load_report,
+        ).load(
+            recovery_point=recovery_point,
+            log_start_offset=log_start_offset,
+            clean_shutdown=clean_shutdown,
+        )  # fmt: skip
+        self.segments = loaded.segments
+        self.log_start_offset = loaded.log_start_offset
+        self.log_end_offset = loaded.log_end_offset
         self.recovery_point = self.log_end_offset  # clean, or recovered segments were fsynced
         restored = self.log_end_offset if high_watermark is None else high_watermark
         self.high_watermark = max(self.log_start_offset, min(restored, self.log_end_offset))
         self.epoch_cache.truncate_from_end(self.log_end_offset)
-        self._unflushed_records = 0
-        self._last_flush_ms = clock.monotonic_ms()
-
-    # ---- loading ------------------------------------------------------------------------------
-
-    def _load(self, clean_shutdown: bool) -> None:
-        self._remove_leftovers()
-        self._complete_swaps()
-        self._remove_orphan_indexes()
-        paths = sorted(self.directory.glob(f"*{LOG_SUFFIX}"), key=parse_base_offset)
-        for path in paths:
-            self.segments.append(
-                LogSegment(self.directory, parse_base_offset(path), self.config, self._clock)
-            )
-        self._check_segments(clean_shutdown)
-        if not self.segments:
-            self.segments.append(self._new_segment(self.log_start_offset))
-        active = self.active_segment
-        active.make_active()
-        if active.rolling_timestamp is None and active.size:
-            active.reload_tail_state()
-            active.rolling_timestamp = next(active.batches()).max_timestamp
-        for problem in self.load_report.problems:
-            log.warning("%s: %s", self.directory.name, problem)
-
-    def _remove_leftovers(self) -> None:
-        for pattern in (f"*{CLEANED_SUFFIX}", f"*{DELETED_SUFFIX}", f"*{TEMP_SUFFIX}"):
-            for path in self.directory.glob(pattern):
-                path.unlink(missing_ok=True)
-
-    def _remove_orphan_indexes(self) -> None:
-        """Index files whose log is gone (a crash between the renames of one segment's files)."""
-        logs = {p.name.split(".", 1)[0] for p in self.directory.glob(f"*{LOG_SUFFIX}")}
-        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
-            for path in self.directory.glob(f"*{suffix}"):
-                if path.name.split(".", 1)[0] not in logs:
-                    self.load_report.problems.append(f"removed {path.name}: its log is gone")
-                    path.unlink(missing_ok=True)
-            for path in self.directory.glob(f"*{suffix}{SWAP_SUFFIX}"):
-                path.unlink(missing_ok=True)
-
-    def _complete_swaps(self) -> None:
-        """Finish compaction swaps a crash interrupted: the `.swap` segment replaces the
-        segments whose base offsets fall in its range."""
-        for path in sorted(self.directory.glob(f"*{LOG_SUFFIX}{SWAP_SUFFIX}")):
-            swap = LogSegment(
-                self.directory,
-                parse_base_offset(path),
-                self.config,
-                self._clock,
-                transit=SWAP_SUFFIX,
-            )
-            swap.recover(lambda _: None)
-            end = swap.next_offset()
-            for old in self.directory.glob(f"*{LOG_SUFFIX}"):
-                if swap.base_offset <= parse_base_offset(old) < end:
-                    self._unlink_segment_files(parse_base_offset(old))
-            swap.change_transit("")
-            swap.close()
-
-    def _unlink_segment_files(self, base_offset: int) -> None:
-        name = f"{base_offset:020d}"
-        for path in self.directory.glob(f"{name}.*"):
-            if not path.name.endswith((SWAP_SUFFIX, PRODUCER_SNAPSHOT_SUFFIX)):
-                path.unlink(missing_ok=True)
-
-    def _check_segments(self, clean_shutdown: bool) -> None:
-        for i, segment in enumerate(self.segments):
-            needs_recovery = not clean_shutdown and self._segment_end(i) > self.recovery_point
-            if not needs_recovery and not self._indexes_sound(segment):
-                needs_recovery = True
-            if needs_recovery and self._recover_segment(segment):
-                self._drop_from(i + 1, f"segments after the damage in {segment.log_path.name}")
-                return
-
-    def _segment_end(self, i: int) -> int:
-        if i + 1 < len(self.segments):
-            return self.segments[i + 1].base_offset
-        return 2**63 - 1
-
-    def _indexes_sound(self, segment: LogSegment) -> bool:
-        indexes = (segment.offset_index, segment.time_index)
-        missing = [index.path.name for index in indexes if index.newly_created]
-        if segment.size and missing:
-            self.load_report.problems.append(f"rebuilding missing index {', '.join(missing)}")
-            return False
-        try:
-            segment.validate_indexes()
-        except CorruptIndexError as exc:
-            self.load_report.problems.append(
-                f"rebuilding indexes of {segment.log_path.name}: {exc}"
-            )
-            return False
-        return True
-
-    def _recover_segment(self, segment: LogSegment) -> bool:
-        """Scan one segment; True if it had to be truncated."""
-        result = segment.recover(self._assign_epoch_from)
-        segment.flush()
-        self.load_report.recovered_segments += 1
-        if not result.truncated_bytes:
-            return False
-        self.load_report.truncated_bytes += result.truncated_bytes
-        self.load_report.problems.append(
-            f"{segment.log_path.name}: dropped {result.truncated_bytes} bytes from position "
-            f"{result.valid_bytes}: {result.reason}"
-        )
-        return True
-
-    def _assign_epoch_from(self, header: BatchHeader) -> None:
-        self.epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
-
-    def _drop_from(self, index: int, why: str) -> None:
-        for segment in self.segments[index:]:
-            self.load_report.truncated_bytes += segment.size
-            self.load_report.problems.append(f"deleted {segment.log_path.name}: {why}")
-            segment.delete()
-        del self.segments[index:]
+        self._flushes = FlushState(clock.monotonic_ms())
+        self._spares = SpareSegment(directory, clock, scheduler, self._lock, lambda: self.config)
+        #: hands a due flush (`flush.messages`) to another thread; None: it runs in the append
+        self.flush_requester: Callable[[], object] | None = None
 
     # ---- properties ---------------------------------------------------------------------------
 
@@ -308,13 +183,22 @@ class PartitionLog:
         return self.epoch_cache.latest_epoch
 
     def _segment_index_for(self, offset: int) -> int:
-        return max(0, bisect.bisect_right(self.segments, offset, key=lambda s: s.base_offset) - 1)
+        return log_segments.index_for(self.segments, offset)
+
+    def _segments_from(self, offset: int) -> list[LogSegment]:
+        with self._lock:
+            return self.segments[self._segment_index_for(offset) :]
 
     # ---- append -------------------------------------------------------------------------------
 
-    def append(self, batch: bytes | bytearray | memoryview, *, leader_epoch: int) -> AppendInfo:
+    def append(
+        self, batch: bytes | bytearray | memoryview, *, leader_epoch: int, defer_sync: bool = False
+    ) -> AppendInfo:
         """Append one validated batch as leader: assign offsets from the LEO, stamp the leader
-        epoch (and LogAppendTime if configured), write it. Batch-level work only."""
+        epoch (and LogAppendTime if configured), write it. Batch-level work only. When the
+        records reach `flush.messages`, the log is flushed before this returns, or with
+        `defer_sync` handed to `flush_requester` (the caller then waits on `when_flushed`
+        before it acknowledges the batch, while `awaits_sync` says so)."""
         buf = batch if not memoryview(batch).readonly else bytearray(batch)
         assert not isinstance(buf, bytes)
         with self._lock:
@@ -327,12 +211,18 @@ class PartitionLog:
                 append_time = self._clock.milliseconds()
                 set_log_append_time(buf, append_time)
             fields = BatchHeader(buf).fields()
-            self._append_located(buf, fields)
+            sync_due = self._append_located(buf, fields)
             last = first + fields.last_offset_delta
-            return AppendInfo(first, last, fields.max_timestamp, append_time, self.log_start_offset)
+            info = AppendInfo(first, last, fields.max_timestamp, append_time, self.log_start_offset)
+        if sync_due:
+            self._sync_appended(defer_sync)
+        return info
 
     def append_as_follower(self, batches: bytes | bytearray | memoryview) -> int:
-        """Append batches that already carry offsets (replication). Returns the new LEO."""
+        """Append batches that already carry offsets (replication). Returns the new LEO. A due
+        flush (`flush.messages`) runs before this returns: the follower's next fetch tells the
+        leader it has the records."""
+        sync_due = False
         with self._lock:
             self._check_online()
             for header in iter_batches(batches):
@@ -342,10 +232,14 @@ class PartitionLog:
                         f"{self.log_end_offset}"
                     )
                 view = memoryview(batches)[header.position : header.position + header.size]
-                self._append_located(view, header.fields())
-            return self.log_end_offset
+                sync_due |= self._append_located(view, header.fields())
+            end = self.log_end_offset
+        if sync_due:
+            self._sync_appended(defer=False)
+        return end
 
-    def _append_located(self, buf: bytes | bytearray | memoryview, fields: HeaderFields) -> None:
+    def _append_located(self, buf: bytes | bytearray | memoryview, fields: HeaderFields) -> bool:
+        """Write one batch at the LEO; True if a flush is due (`flush.messages`)."""
         last = fields.base_offset + fields.last_offset_delta
         try:
             self.epoch_cache.assign(fields.partition_leader_epoch, fields.base_offset)
@@ -356,9 +250,23 @@ class PartitionLog:
                 raise LogWriteError(f"{self.directory.name}: append failed: {exc}") from exc
             raise LogDirectoryError(f"{self.directory.name}: append failed: {exc}") from exc
         self.log_end_offset = last + 1
-        self._unflushed_records += fields.records_count
-        if self._unflushed_records >= self.config.flush_messages:
-            self._flush()
+        if segment.size >= self._spares.check_from:
+            self._spares.after_append(segment, self.log_end_offset)
+        flushes = self._flushes
+        flushes.unflushed_records += fields.records_count
+        return flushes.unflushed_records >= self.config.flush_messages and flushes.due(
+            self.log_end_offset
+        )
+
+    def _sync_appended(self, defer: bool) -> None:
+        """A due flush: handed over (`defer` and a requester is set), or run here."""
+        if defer and self.flush_requester is not None:
+            with self._lock:
+                request = self._flushes.request()
+            if request:
+                self.flush_requester()
+            return
+        self.flush()
 
     def _check_online(self) -> None:
         if self.offline_reason is not None:
@@ -371,9 +279,14 @@ class PartitionLog:
             self.epoch_cache.assign(epoch, self.log_end_offset)
 
     def take_offline(self, reason: str) -> None:
-        """Refuse appends and reads from now on (its log directory failed)."""
+        """Refuse appends and reads from now on (its log directory failed); whoever waits on
+        `when_flushed` hears that no flush will come."""
         with self._lock:
             self.offline_reason = reason
+            waiting = self._flushes.fail_all()
+        notify(waiting, False)
+
+    # ---- roll ---------------------------------------------------------------------------------
 
     def _maybe_roll(self, size: int, max_timestamp: int, last_offset: int) -> LogSegment:
         active = self.active_segment
@@ -389,14 +302,15 @@ class PartitionLog:
             return self._roll()
 
     def _roll(self) -> LogSegment:
-        """A new active segment at the LEO. If it cannot be created, the previous one stays
-        active and the error is raised."""
+        """A new active segment at the LEO: the spare one prepared on the scheduler if there is
+        one (see `segment_spare.py`), else one created here. If it cannot be had, the previous
+        one stays active and the error is raised."""
         previous = self.active_segment
         if previous.size == 0:
             return previous
         previous.on_become_inactive()
         try:
-            segment = self._new_segment(self.log_end_offset)
+            segment = self._spares.take(self.log_end_offset)
         except BaseException:
             previous.make_active()
             raise
@@ -406,89 +320,147 @@ class PartitionLog:
         return segment
 
     def _snapshot_at_roll(self) -> None:
-        """Producer state as of the new segment's base offset; fsynced on the scheduler (a
-        crash before then leaves a torn file, which a load detects and skips)."""
+        """Producer state as of the new segment's base offset, taken now and written and
+        fsynced on the scheduler (a crash before then leaves a torn file or none, which a load
+        detects and skips)."""
         offset = self.log_end_offset
-        try:
-            if not self._txn_files.snapshot(offset, sync=False):
-                return
-        except OSError as exc:
-            log.warning("%s: no producer snapshot at %d: %s", self.directory.name, offset, exc)
+        entries = self._txn_files.capture()
+        if entries is None:
             return
         self._scheduler.schedule(
-            f"snapshot-{self.directory.name}-{offset}", lambda: self._sync_snapshot(offset), 0
+            f"snapshot-{self.directory.name}-{offset}",
+            lambda: self._write_snapshot(offset, entries),
+            0,
         )
 
-    def _sync_snapshot(self, offset: int) -> None:
+    def _write_snapshot(self, offset: int, entries: Sequence[ProducerSnapshotEntry]) -> None:
         """A durable snapshot vouches for the `.txnindex` entries below it, so those are synced
-        first (under the lock; rarely any). The snapshot itself is synced without the lock:
-        appends go on meanwhile, and one deleted meanwhile is simply not synced."""
+        first (as a flush does, one flush at a time). The log's lock is held only to choose the
+        files and to register the snapshot: appends go on meanwhile, and a snapshot that a
+        truncation made stale meanwhile is removed again."""
         try:
+            with self._flush_lock:
+                with self._lock:
+                    if self.closed:
+                        return
+                    generation = self._flushes.generation
+                    indexes = self._unsynced_txn_indexes()
+                sync_indexes(indexes)
+                with self._lock:
+                    note_synced(indexes)
+            self.snapshots.write_file(offset, entries)
             with self._lock:
-                if self.closed:
-                    return
-                self._flush_txn_indexes()
-            self.snapshots.sync_file(offset)
+                if self.closed or generation != self._flushes.generation:
+                    self.snapshots.remove_file(offset)
+                else:
+                    self.snapshots.add(offset)
         except OSError as exc:
-            log.warning("%s: producer snapshot %d not synced: %s", self.directory.name, offset,
+            log.warning("%s: producer snapshot %d not written: %s", self.directory.name, offset,
                         exc)  # fmt: skip
 
-    def _flush_txn_indexes(self) -> None:
-        for segment in self.segments:
-            segment.txn_index.flush()
+    def _unsynced_txn_indexes(self) -> list[UnsyncedIndex]:
+        return [u for s in self.segments if (u := UnsyncedIndex.of(s.txn_index)) is not None]
 
     def sync_directory(self) -> None:
         """Make new segments' directory entries durable: on the scheduler after a roll (as
-        Kafka flushes a rolled log in the background), and before any flush relies on them."""
-        with self._lock:
-            if not self.closed:
-                self._sync_directory()
+        Kafka flushes a rolled log in the background), and before any flush relies on them.
+        The fsync runs without the log's lock."""
+        with self._flush_lock:
+            with self._lock:
+                unsynced = self._directory_unsynced and not self.closed
+                self._directory_unsynced = False
+            if unsynced:
+                self._fsync_directory()
 
-    def _sync_directory(self) -> None:
-        if self._directory_unsynced:
-            try:
-                fsync_directory(self.directory)
-            except OSError as exc:
-                raise LogDirectoryError(f"{self.directory.name}: fsync failed: {exc}") from exc
-            self._directory_unsynced = False
-
-    def _new_segment(self, base_offset: int) -> LogSegment:
+    def _fsync_directory(self) -> None:
         try:
-            return LogSegment(self.directory, base_offset, self.config, self._clock)
-        except BaseException:
-            log_path = segment_path(self.directory, base_offset, LOG_SUFFIX)
-            if not log_path.exists() or log_path.stat().st_size == 0:
-                for suffix in SEGMENT_SUFFIXES:
-                    segment_path(self.directory, base_offset, suffix).unlink(missing_ok=True)
-            raise
+            fsync_directory(self.directory)
+        except OSError as exc:
+            raise LogDirectoryError(f"{self.directory.name}: fsync failed: {exc}") from exc
 
     # ---- flush --------------------------------------------------------------------------------
 
     def flush(self) -> None:
-        with self._lock:
-            self._flush()
+        """fdatasync what is not yet on disk and move the recovery point (and, under
+        `high.watermark.policy=flushed`, the high watermark) to where the log ended when the
+        flush began, as Kafka's `UnifiedLog.flush` does: the log's lock is held only to take
+        that offset and to move the recovery point, so appends and reads go on during the sync
+        (see `log_flush.py`). A failed sync may have lost written pages, so it is never retried
+        as if nothing happened: LogDirectoryError."""
+        with self._flush_lock:
+            with self._lock:
+                if self.closed:
+                    return
+                plan = self._begin_flush()
+            self._run_flush(plan)
 
     def flush_if_due(self) -> None:
         with self._lock:
-            if self._clock.monotonic_ms() - self._last_flush_ms >= self.config.flush_ms:
-                self._flush()
+            due = self._clock.monotonic_ms() - self._flushes.last_flush_ms >= self.config.flush_ms
+        if due:
+            self.flush()
 
-    def _flush(self) -> None:
-        """fdatasync what is not yet on disk. A failed sync may have lost written pages, so it
-        is never retried as if nothing happened: LogDirectoryError."""
-        start = self._segment_index_for(self.recovery_point)
+    def when_flushed(self, offset: int, callback: FlushCallback) -> None:
+        """`callback(True)` once everything below `offset` is on disk (now, if it is), from the
+        thread that flushed it; `callback(False)` if the log goes offline first."""
+        with self._lock:
+            if self.offline_reason is None and self.recovery_point < offset:
+                self._flushes.waiters.append((offset, callback))
+                return
+            flushed = self.recovery_point >= offset
+        callback(flushed)
+
+    def awaits_sync(self, offset: int) -> bool:
+        """Whether records below `offset` wait for a flush `flush.messages` asked for."""
+        with self._lock:
+            return self.recovery_point < offset <= self._flushes.sync_wanted_to
+
+    def _begin_flush(self) -> FlushPlan:
+        segments = self.segments[self._segment_index_for(self.recovery_point) :]
+        for segment in segments:
+            segment.pin()
+        directory, self._directory_unsynced = self._directory_unsynced, False
+        return FlushPlan(
+            end_offset=self.log_end_offset,
+            segments=segments,
+            txn_indexes=self._unsynced_txn_indexes(),
+            directory=directory,
+            generation=self._flushes.begin(),
+        )
+
+    def _run_flush(self, plan: FlushPlan) -> None:
+        """Sync what `plan` names (without the log's lock, unless the caller holds it), then
+        move the recovery point and tell those waiting."""
         try:
-            for segment in self.segments[start:]:
-                diskio.sync(segment.fd, diskio.SEGMENT, data_only=True)
-            self._flush_txn_indexes()
+            self._sync(plan)
         except OSError as exc:
+            with self._lock:
+                waiting = self._flushes.fail_all()
+            notify(waiting, False)
             raise LogDirectoryError(f"{self.directory.name}: flush failed: {exc}") from exc
-        self._sync_directory()
-        self.recovery_point = self.log_end_offset
-        self._unflushed_records = 0
-        self._last_flush_ms = self._clock.monotonic_ms()
-        if self.on_flushed is not None:
-            self.on_flushed()
+        finally:
+            with self._lock:
+                for segment in plan.segments:
+                    segment.unpin()
+        with self._lock:
+            waiting = self._end_flush(plan)
+        notify(waiting, True)
+
+    def _sync(self, plan: FlushPlan) -> None:
+        for segment in plan.segments:
+            diskio.sync(segment.fd, diskio.SEGMENT, data_only=True)
+        sync_indexes(plan.txn_indexes)
+        if plan.directory:
+            fsync_directory(self.directory)
+
+    def _end_flush(self, plan: FlushPlan) -> list[FlushCallback]:
+        note_synced(plan.txn_indexes)
+        self._flushes.last_flush_ms = self._clock.monotonic_ms()
+        if plan.generation == self._flushes.generation:
+            self.recovery_point = max(self.recovery_point, plan.end_offset)
+            if self.on_flushed is not None:
+                self.on_flushed()
+        return self._flushes.reached(self.recovery_point)
 
     # ---- read ---------------------------------------------------------------------------------
 
@@ -512,63 +484,31 @@ class PartitionLog:
                 raise OffsetOutOfRangeError(
                     f"offset {offset} is outside [{self.log_start_offset}, {self.log_end_offset}]"
                 )
-            data = self._read(offset, max_bytes, bound, min_one_batch) if offset < bound else None
+            data = None
+            if offset < bound:
+                data = log_segments.read(
+                    self.segments, offset, max_bytes,
+                    bound=bound, log_end_offset=self.log_end_offset, min_one=min_one_batch,
+                )  # fmt: skip
             if retain and data is not None:
                 data = data.retained()
             return ReadInfo(data, self.high_watermark, self.log_start_offset, self.log_end_offset)
 
-    def _read(self, offset: int, max_bytes: int, bound: int, min_one: bool) -> FileSlice | None:
-        for i in range(self._segment_index_for(offset), len(self.segments)):
-            segment = self.segments[i]
-            end = min(self._segment_end(i), self.log_end_offset)
-            max_position = None
-            if bound < end:
-                located = segment.translate_offset(bound)
-                if located is not None:
-                    max_position, end = located.position, located.base_offset
-            start = max(offset, segment.base_offset)
-            data = segment.read(start, max_bytes, max_position, min_one, bound_offset=end)
-            if data is not None or max_position is not None:
-                return data
-        return None
-
     def batches(self, start_offset: int = 0) -> Iterator[BatchHeader]:
         """Every batch from `start_offset` on, read into memory (tools, compaction, tests)."""
-        with self._lock:
-            segments = list(self.segments[self._segment_index_for(start_offset) :])
-        for segment in segments:
-            for located in segment.batches():
-                if located.last_offset >= start_offset:
-                    yield BatchHeader(os.pread(segment.fd, located.size, located.position))
+        return log_segments.batches(self._segments_from(start_offset), start_offset)
 
     def batch_headers(self, start_offset: int = 0) -> Iterator[HeaderFields]:
         """The header fields of every batch from `start_offset` on, without reading records."""
-        with self._lock:
-            segments = list(self.segments[self._segment_index_for(start_offset) :])
-        for segment in segments:
-            for located in segment.batches():
-                if located.last_offset >= start_offset:
-                    raw = os.pread(segment.fd, HEADER_SIZE, located.position)
-                    yield BatchHeader(raw).fields()
+        return log_segments.batch_headers(self._segments_from(start_offset), start_offset)
 
     def batch_headers_and_markers(
         self, start_offset: int = 0
     ) -> Iterator[tuple[HeaderFields, bool | None]]:
         """`batch_headers`, each with what a control batch's marker says (True COMMIT, False
         ABORT; None for other batches): only control batches are read whole."""
-        with self._lock:
-            segments = list(self.segments[self._segment_index_for(start_offset) :])
-        for i, segment in enumerate(segments):
-            position = segment.offset_index.lookup(start_offset)[1] if i == 0 else 0
-            for located in segment.batches(position):
-                if located.last_offset < start_offset:
-                    continue
-                fields = BatchHeader(os.pread(segment.fd, HEADER_SIZE, located.position)).fields()
-                commit = None
-                if fields.attributes & CONTROL_BIT:
-                    whole = BatchHeader(os.pread(segment.fd, located.size, located.position))
-                    commit = marker_commits(whole)
-                yield fields, commit
+        segments = self._segments_from(start_offset)
+        return log_segments.batch_headers_and_markers(segments, start_offset)
 
     # ---- transactions and producer state --------------------------------------------------------
 
@@ -614,35 +554,24 @@ class PartitionLog:
         batches, and at close). OSError if it cannot be written."""
         with self._lock:
             if self.offline_reason is None and self.producer_state_source is not None:
-                self._flush_txn_indexes()
-                self._txn_files.snapshot(self.log_end_offset, sync=True)
+                for segment in self.segments:
+                    segment.txn_index.flush()
+                self._txn_files.snapshot(self.log_end_offset)
 
     # ---- offsets by time ----------------------------------------------------------------------
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with timestamp >= `timestamp`, or None."""
         with self._lock:
-            for segment in self.segments:
-                if segment.max_timestamp >= timestamp:
-                    found = segment.find_offset_by_timestamp(timestamp, self.log_start_offset)
-                    if found is not None:
-                        return found
-            return None
+            return log_segments.offset_for_timestamp(
+                self.segments, timestamp, self.log_start_offset
+            )
 
     def max_timestamp_offset(self) -> tuple[int, int]:
         """(offset, timestamp) of the first record with the largest timestamp (ListOffsets -3),
         or (-1, -1) for an empty log."""
         with self._lock:
-            best: LogSegment | None = None
-            for segment in self.segments:
-                if segment.max_timestamp > (best.max_timestamp if best else -1):
-                    best = segment
-            if best is None:
-                return -1, -1
-            found = best.find_offset_by_timestamp(best.max_timestamp, self.log_start_offset)
-            return (
-                found if found is not None else (best.offset_of_max_timestamp, best.max_timestamp)
-            )
+            return log_segments.max_timestamp_offset(self.segments, self.log_start_offset)
 
     # ---- truncation (replication) -------------------------------------------------------------
 
@@ -669,12 +598,13 @@ class PartitionLog:
         for segment in self.segments:
             segment.delete()
         self.snapshots.delete_all()
-        self.segments = [self._new_segment(offset)]
+        self.segments = [open_new_segment(self.directory, offset, self.config, self._clock)]
         self.log_start_offset = offset
         self.epoch_cache.clear()
         self._after_truncation(offset)
 
     def _after_truncation(self, end: int) -> None:
+        self._flushes.generation += 1  # a flush begun before now must not move the recovery point
         self.log_end_offset = end
         self.high_watermark = min(self.high_watermark, end)
         self.recovery_point = min(self.recovery_point, end)
@@ -723,28 +653,11 @@ class PartitionLog:
             return len(doomed)
 
     def _segments_to_delete(self, retention: bool) -> list[LogSegment]:
-        now = self._clock.milliseconds()
-        remaining = self.size
-        doomed = []
-        for i, segment in enumerate(self.segments):
-            if segment.size == 0:
-                break
-            active = segment is self.active_segment
-            end = self.log_end_offset if active else self._segment_end(i)
-            below_start = end <= self.log_start_offset
-            if active and not below_start:
-                break  # retention keeps the active segment; records deleted up to the LEO do not
-            expired = self.config.delete and 0 <= self.config.retention_ms < (
-                now - segment.largest_timestamp
-            )
-            too_big = self.config.delete and 0 <= self.config.retention_bytes <= (
-                remaining - segment.size
-            )
-            if not (below_start or (retention and (expired or too_big))):
-                break
-            doomed.append(segment)
-            remaining -= segment.size
-        return doomed
+        return log_segments.expired(
+            self.segments, self.config,
+            now_ms=self._clock.milliseconds(), log_start_offset=self.log_start_offset,
+            log_end_offset=self.log_end_offset, retention=retention,
+        )  # fmt: skip
 
     def _delete_segment(self, segment: LogSegment) -> None:
         self.segments.remove(segment)
@@ -757,10 +670,9 @@ class PartitionLog:
 
     def replace_segments(self, cleaned: LogSegment, old: list[LogSegment]) -> None:
         """Swap compacted output in for `old` (a run of non-active segments), crash-safely:
-        `.cleaned` -> `.swap` (commit point), old -> `.deleted`, `.swap` -> live."""
+        `.cleaned` -> `.swap` (commit point), old -> `.deleted`, `.swap` -> live. `cleaned`
+        is synced already (with the aborted transactions of `old` in its `.txnindex`)."""
         with self._lock:
-            cleaned.txn_index.replace([t for s in old for t in s.txn_index.entries()])
-            cleaned.flush()
             cleaned.change_transit(SWAP_SUFFIX)
             fsync_directory(self.directory)
             start = self.segments.index(old[0])
@@ -778,14 +690,15 @@ class PartitionLog:
     def close(self) -> None:
         """Flush and close every segment; indexes are trimmed so a restart need not rescan.
         Raises LogDirectoryError (after closing everything) if data may not be on disk."""
-        with self._lock:
+        with self._flush_lock, self._lock:
             self.closed = True
+            self._spares.close()
             if self.offline_reason is not None:
                 self._close_segments()
                 return
             self._snapshot_at_close()
             try:
-                self._flush()
+                self._run_flush(self._begin_flush())
                 for segment in self.segments:
                     self._finish_segment(segment)
             finally:
@@ -815,6 +728,7 @@ class PartitionLog:
     def delete(self) -> None:
         with self._lock:
             self.closed = True
+            self._spares.close()
             for segment in self.segments:
                 segment.delete()
             self.segments = []

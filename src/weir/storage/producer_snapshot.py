@@ -16,13 +16,13 @@ deleted rather than trusted: the state is rebuilt from an older snapshot or from
 
 What the entries mean belongs to the broker's producer state; this module only stores them.
 
-Thread-safety: none; the owning PartitionLog serialises access (under its lock).
+Thread-safety (docs/threads.md): none; the owning PartitionLog serialises access (under its lock),
+except `write_file`, which touches no state of the instance and runs without it.
 """
 
 from __future__ import annotations
 
 import bisect
-import os
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -30,8 +30,7 @@ from pathlib import Path
 
 import crc32c
 
-from weir import diskio
-from weir.durable import fsync_directory, write_bytes_atomically
+from weir.durable import write_bytes_atomically
 from weir.storage.errors import StorageError
 from weir.storage.files import PRODUCER_SNAPSHOT_SUFFIX, segment_name
 
@@ -117,27 +116,32 @@ class ProducerSnapshots:
     def latest_offset(self) -> int | None:
         return self.offsets[-1] if self.offsets else None
 
-    def write(self, offset: int, entries: Sequence[ProducerSnapshotEntry], *, sync: bool) -> None:
-        """Write the snapshot at `offset` (replacing one there): a temp file renamed into
-        place. Without `sync` it is not fsynced here (`sync_file` may do it later): a crash
-        can then leave it torn, which its CRC reveals."""
+    def write(
+        self, offset: int, entries: Sequence[ProducerSnapshotEntry], *, sync: bool = True
+    ) -> None:
+        """Write the snapshot at `offset` (replacing one there): a temp file renamed into place.
+        Without `sync` it is not fsynced: a crash can then leave it torn, which its CRC
+        reveals."""
+        self.write_file(offset, entries, sync=sync)
+        self.add(offset)
+
+    def write_file(
+        self, offset: int, entries: Sequence[ProducerSnapshotEntry], *, sync: bool = True
+    ) -> None:
+        """Write the snapshot at `offset` without registering it (`add` does): the part that
+        may run without the owning log's lock."""
         write_bytes_atomically(
             snapshot_path(self.directory, offset), encode_snapshot(entries), sync=sync
         )
+
+    def add(self, offset: int) -> None:
         if offset not in self.offsets:
             bisect.insort(self.offsets, offset)
 
-    def sync_file(self, offset: int) -> None:
-        """fsync a snapshot written without `sync` (gone meanwhile: nothing to do)."""
-        try:
-            fd = os.open(snapshot_path(self.directory, offset), os.O_RDONLY)
-        except FileNotFoundError:
-            return
-        try:
-            diskio.sync(fd, diskio.CHECKPOINT)
-        finally:
-            os.close(fd)
-        fsync_directory(self.directory)
+    def remove_file(self, offset: int) -> None:
+        """Remove a snapshot written by `write_file` and never registered."""
+        if offset not in self.offsets:
+            snapshot_path(self.directory, offset).unlink(missing_ok=True)
 
     def read(self, offset: int) -> ProducerSnapshot:
         path = snapshot_path(self.directory, offset)

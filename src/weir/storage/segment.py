@@ -4,7 +4,8 @@ the index of transactions aborted in it (`.txnindex`, see `txn_index.py`).
 The `.log` file is the batches exactly as appended (after offset assignment), back to back, each
 `12 + batch_length` bytes; nothing else. Positions handed out by reads are always batch starts.
 
-Thread-safety: none. A LogSegment belongs to one PartitionLog, which serialises access.
+Thread-safety (docs/threads.md): none. A LogSegment belongs to one PartitionLog, which serialises
+access; a flush syncs the descriptor of a pinned segment without the log's lock.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from weir.storage.errors import CorruptIndexError, LogDirectoryError
 from weir.storage.files import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
+    SEGMENT_SUFFIXES,
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
     segment_path,
@@ -263,6 +265,33 @@ class LogSegment:
         else:
             waited = self._clock.milliseconds() - self.created_ms
         return waited > self.config.max_segment_ms - self.roll_jitter_ms
+
+    def halfway_to_roll(self, now_ms: int) -> bool:
+        """Whether it has used half of what it may hold (bytes, index entries or time): the
+        time to prepare the segment that follows it."""
+        if self.size * 2 >= self.config.segment_bytes:
+            return True
+        if self.offset_index.entries * 2 >= self.offset_index.capacity:
+            return True
+        if self.time_index.entries * 2 >= self.time_index.capacity:
+            return True
+        return (now_ms - self.created_ms) * 2 >= self.config.max_segment_ms - self.roll_jitter_ms
+
+    def rebase(self, base_offset: int) -> None:
+        """Give an empty segment made ahead of time (in transit, see `segment_spare.py`) its
+        base offset and its live file names."""
+        assert self.size == 0, self
+        self.base_offset = base_offset
+        for index in (self.offset_index, self.time_index, self.txn_index):
+            index.base_offset = base_offset
+        self.offset_of_max_timestamp = base_offset
+        self.created_ms = self._clock.milliseconds()
+        self.change_transit("")
+
+    def reserve_space(self) -> None:
+        """`preallocate` for a segment made in transit (a live one reserves when created)."""
+        if self.config.preallocate and self.size == 0:
+            self._reserve_space()
 
     # ---- scanning -----------------------------------------------------------------------------
 
@@ -519,6 +548,21 @@ class LogSegment:
 
     def __repr__(self) -> str:
         return f"LogSegment({self.log_path.name}, size={self.size})"
+
+
+def open_new_segment(
+    directory: Path, base_offset: int, config: LogConfig, clock: Clock
+) -> LogSegment:
+    """A new, empty segment at `base_offset`; if it cannot be created, the files it began are
+    removed again (unless a log file with data was already there) and the error is raised."""
+    try:
+        return LogSegment(directory, base_offset, config, clock)
+    except BaseException:
+        log_path = segment_path(directory, base_offset, LOG_SUFFIX)
+        if not log_path.exists() or log_path.stat().st_size == 0:
+            for suffix in SEGMENT_SUFFIXES:
+                segment_path(directory, base_offset, suffix).unlink(missing_ok=True)
+        raise
 
 
 def _roll_jitter(config: LogConfig) -> int:

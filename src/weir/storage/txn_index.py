@@ -13,11 +13,13 @@ segment without aborted transactions costs nothing. Entries are read from the fi
 for (a read_committed fetch, truncation, a check at load), never kept in memory, so memory does
 not grow with the number of aborted transactions over the log's life.
 
-Writes append with `write` and are made durable by `flush` (the owning log flushes before it
-moves its recovery point past them). A crash can leave a torn last entry: `validate` reports it
+Writes append with `write` and are made durable by `flush`, or by `take_unsynced`, a sync of
+the file without the log's lock and `note_synced` (the owning log syncs them before it moves its
+recovery point past them). A crash can leave a torn last entry: `validate` reports it
 and the log rebuilds the index from the log.
 
-Thread-safety: none. The owning LogSegment (and so its PartitionLog) serialises access.
+Thread-safety (docs/threads.md): none. The owning LogSegment (and so its PartitionLog) serialises
+access.
 """
 
 from __future__ import annotations
@@ -77,7 +79,8 @@ class TransactionIndex:
         self.size = path.stat().st_size if path.exists() else 0
         if self.size == 0:
             path.unlink(missing_ok=True)  # an empty file is no index: none is kept
-        self._unsynced = False
+        self._writes = 0  # changes made to the file, and how many of them are synced
+        self._synced_writes = 0
         self._last_offset: int | None = None
 
     @property
@@ -106,7 +109,7 @@ class TransactionIndex:
         finally:
             os.close(fd)
         self.size += len(data)
-        self._unsynced = True
+        self._writes += 1
 
     def entries(self) -> list[AbortedTxn]:
         if self.size == 0:
@@ -145,7 +148,7 @@ class TransactionIndex:
                 diskio.truncate(fd, size, diskio.INDEX)
             finally:
                 os.close(fd)
-            self._unsynced = True
+            self._writes += 1
         self.size = size
 
     def replace(self, entries: list[AbortedTxn]) -> None:
@@ -159,7 +162,7 @@ class TransactionIndex:
         self.path.unlink(missing_ok=True)
         self.size = 0
         self._last_offset = None
-        self._unsynced = False
+        self._synced_writes = self._writes
 
     def validate(self, end_offset: int) -> None:
         """Raise CorruptIndexError unless every entry is whole, of a known version and has its
@@ -174,15 +177,23 @@ class TransactionIndex:
             previous = txn.last_offset
 
     def flush(self) -> None:
-        if not self._unsynced:
-            return
-        if self.size:
-            fd = os.open(self.path, os.O_RDONLY)
-            try:
-                diskio.sync(fd, diskio.INDEX)
-            finally:
-                os.close(fd)
-        self._unsynced = False
+        unsynced = self.take_unsynced()
+        if unsynced is not None:
+            sync_index_file(unsynced[0])
+            self.note_synced(unsynced[1])
+
+    def take_unsynced(self) -> tuple[Path, int] | None:
+        """The file to sync for the changes not yet synced, and the mark to pass `note_synced`
+        once it is (None: nothing to sync). The sync itself may run without the log's lock."""
+        if self._writes == self._synced_writes:
+            return None
+        if not self.size:
+            self._synced_writes = self._writes
+            return None
+        return self.path, self._writes
+
+    def note_synced(self, mark: int) -> None:
+        self._synced_writes = max(self._synced_writes, mark)
 
     def rename(self, path: Path) -> None:
         if self.size:
@@ -192,3 +203,16 @@ class TransactionIndex:
     def delete(self) -> None:
         self.path.unlink(missing_ok=True)
         self.size = 0
+
+
+def sync_index_file(path: Path) -> None:
+    """fsync an index file by its path; one renamed or deleted meanwhile is not synced (its
+    segment is being replaced or deleted, and its replacement is synced by whoever made it)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        diskio.sync(fd, diskio.INDEX)
+    finally:
+        os.close(fd)

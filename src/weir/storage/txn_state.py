@@ -17,7 +17,7 @@ What it decides, as Kafka's log does:
   read_committed fetch collects from the fetch offset's segment on, until an entry's last stable
   offset shows no later segment can add one.
 
-Thread-safety: none. PartitionLog calls in under its lock.
+Thread-safety (docs/threads.md): none. PartitionLog calls in under its lock.
 """
 
 from __future__ import annotations
@@ -88,13 +88,17 @@ class TransactionFiles:
                 index.reset()
                 self.snapshots.delete_above(segment.base_offset)
 
-    def snapshot(self, offset: int, *, sync: bool) -> bool:
-        """Write the source's state as the snapshot at `offset`; False if there is no source.
-        OSError if it cannot be written."""
+    def snapshot(self, offset: int) -> bool:
+        """Write the source's state as the snapshot at `offset`, durably; False if there is no
+        source. OSError if it cannot be written."""
         if self.source is None:
             return False
-        self.snapshots.write(offset, self.source(), sync=sync)
+        self.snapshots.write(offset, self.source())
         return True
+
+    def capture(self) -> Sequence[ProducerSnapshotEntry] | None:
+        """The source's state now (for a snapshot written later), or None without a source."""
+        return None if self.source is None else self.source()
 
     def replay_from(
         self, segments: Sequence[LogSegment], log_end_offset: int, has_transactions: bool

@@ -33,9 +33,9 @@ class Broker:
     clock: FakeClock = field(default_factory=FakeClock)
 
     def __post_init__(self) -> None:
-        scheduler = FakeScheduler(self.clock)
-        self.logs = LogManager(self.data_dir, CONFIG, self.clock, scheduler, LogManagerConfig(),
-                               {TOPIC: CONFIG})  # fmt: skip
+        self.scheduler = FakeScheduler(self.clock)
+        self.logs = LogManager(self.data_dir, CONFIG, self.clock, self.scheduler,
+                               LogManagerConfig(), {TOPIC: CONFIG})  # fmt: skip
         self.replicas = ReplicaManager(self.logs, self.clock)
         self.replicas.create_partitions(TOPIC, 1, CONFIG)
 
@@ -53,11 +53,13 @@ class Broker:
                          transactional=transactional)  # fmt: skip
         result = self.replicas.append(TOPIC, 0, build_batch(records, spec=spec))
         assert result.error is ErrorCode.none, result.message
+        self.scheduler.run_due()  # the storage thread's share: snapshots written at rolls
         return result.base_offset
 
     def end_txn(self, producer_id: int, commit: bool) -> None:
         marker = control_batch(producer_id, 0, 0, commit, self.clock.milliseconds())
         assert self.replicas.append_marker(TOPIC, 0, marker, commit).error is ErrorCode.none
+        self.scheduler.run_due()
 
     def aborted_seen(self) -> set[tuple[int, int]]:
         """Every (producer id, first offset) read_committed fetches from offset 0 name."""

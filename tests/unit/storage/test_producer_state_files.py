@@ -33,9 +33,12 @@ class Producers:
         return [ProducerSnapshotEntry(7, 0, last_sequence=last, last_offset=last)]
 
 
-def _fill(log: PartitionLog, count: int, timestamp: int = 0) -> None:
+def _fill(log: PartitionLog, scheduler: FakeScheduler, count: int, timestamp: int = 0) -> None:
+    """Append `count` batches, with what the scheduler does meanwhile: each roll's producer
+    snapshot is written there."""
     for i in range(count):
         log.append(batch([b"%04d" % i * 10], timestamp), leader_epoch=0)
+        scheduler.run_due()
 
 
 def _reopen(log: PartitionLog, open_log: OpenLog, *, crash: bool = False) -> PartitionLog:
@@ -52,19 +55,18 @@ def test_each_roll_on_append_snapshots_the_state_as_of_the_new_segment(
 ) -> None:
     log = open_log(SMALL)
     Producers(log)
-    _fill(log, 40)
+    _fill(log, scheduler, 40)
     bases = [s.base_offset for s in log.segments]
     assert len(bases) > 4
     assert log.snapshots.offsets == bases[1:]
     snapshot = log.snapshots.read(bases[2])
     assert snapshot.entries[0].last_offset == bases[2] - 1  # the batches below it, no more
-    scheduler.run_due()  # the fsyncs run on the scheduler
 
 
-def test_a_clean_restart_replays_nothing(open_log: OpenLog) -> None:
+def test_a_clean_restart_replays_nothing(open_log: OpenLog, scheduler: FakeScheduler) -> None:
     log = open_log(SMALL)
     Producers(log)
-    _fill(log, 40)
+    _fill(log, scheduler, 40)
     end = log.log_end_offset
     reopened = _reopen(log, open_log)
     replay = reopened.producer_state_replay()
@@ -73,12 +75,14 @@ def test_a_clean_restart_replays_nothing(open_log: OpenLog) -> None:
     assert reopened.load_report.replayed_batches == 0
 
 
-def test_after_a_crash_only_the_tail_past_the_last_snapshot_is_replayed(open_log: OpenLog) -> None:
+def test_after_a_crash_only_the_tail_past_the_last_snapshot_is_replayed(
+    open_log: OpenLog, scheduler: FakeScheduler
+) -> None:
     log = open_log(SMALL)
     Producers(log)
-    _fill(log, 60)
+    _fill(log, scheduler, 60)
     log.flush()
-    _fill(log, 5)  # not flushed: past the recovery point
+    _fill(log, scheduler, 5)  # not flushed: past the recovery point
     flushed = log.recovery_point
     reopened = _reopen(log, open_log, crash=True)
     replay = reopened.producer_state_replay()
@@ -90,10 +94,12 @@ def test_after_a_crash_only_the_tail_past_the_last_snapshot_is_replayed(open_log
     assert all(o <= flushed for o in reopened.snapshots.offsets)
 
 
-def test_a_torn_snapshot_is_ignored_and_an_older_one_used(open_log: OpenLog) -> None:
+def test_a_torn_snapshot_is_ignored_and_an_older_one_used(
+    open_log: OpenLog, scheduler: FakeScheduler
+) -> None:
     log = open_log(SMALL)
     Producers(log)
-    _fill(log, 40)
+    _fill(log, scheduler, 40)
     end = log.log_end_offset
     log.close()
     newest = snapshot_path(log.directory, end)
@@ -108,11 +114,13 @@ def test_a_torn_snapshot_is_ignored_and_an_older_one_used(open_log: OpenLog) -> 
     assert any("ignoring producer snapshot" in p for p in reopened.load_report.problems)
 
 
-def test_without_snapshots_a_log_with_transactions_is_replayed_whole(open_log: OpenLog) -> None:
+def test_without_snapshots_a_log_with_transactions_is_replayed_whole(
+    open_log: OpenLog, scheduler: FakeScheduler
+) -> None:
     """A log an older weir wrote: the marker says it holds transactions, no snapshot says
     where their state stands."""
     log = open_log(SMALL)
-    _fill(log, 30)
+    _fill(log, scheduler, 30)
     log.note_transactions()
     reopened = _reopen(log, open_log)
     assert not reopened.snapshots.offsets
@@ -123,10 +131,10 @@ def test_without_snapshots_a_log_with_transactions_is_replayed_whole(open_log: O
 
 
 def test_aborted_transactions_are_indexed_where_their_marker_is_and_collected_across_segments(
-    open_log: OpenLog,
+    open_log: OpenLog, scheduler: FakeScheduler
 ) -> None:
     log = open_log(SMALL)
-    _fill(log, 40)
+    _fill(log, scheduler, 40)
     bases = [s.base_offset for s in log.segments]
     first = AbortedTxn(7, 1, bases[1] + 1, bases[1] + 2)
     second = AbortedTxn(8, bases[1] + 3, bases[3], bases[3] + 1)
@@ -141,11 +149,11 @@ def test_aborted_transactions_are_indexed_where_their_marker_is_and_collected_ac
 
 
 def test_a_damaged_txnindex_is_rebuilt_by_replaying_from_before_its_segment(
-    open_log: OpenLog,
+    open_log: OpenLog, scheduler: FakeScheduler
 ) -> None:
     log = open_log(SMALL)
     Producers(log)
-    _fill(log, 40)
+    _fill(log, scheduler, 40)
     damaged = log.segments[2]
     log.index_aborted_txn(AbortedTxn(7, 0, damaged.base_offset, damaged.base_offset + 1))
     path = damaged.txn_index.path
@@ -160,10 +168,12 @@ def test_a_damaged_txnindex_is_rebuilt_by_replaying_from_before_its_segment(
     assert replay.start_offset <= damaged.base_offset  # the replay re-indexes its aborts
 
 
-def test_truncation_drops_snapshots_and_index_entries_past_the_point(open_log: OpenLog) -> None:
+def test_truncation_drops_snapshots_and_index_entries_past_the_point(
+    open_log: OpenLog, scheduler: FakeScheduler
+) -> None:
     log = open_log(SMALL)
     Producers(log)
-    _fill(log, 40)
+    _fill(log, scheduler, 40)
     bases = [s.base_offset for s in log.segments]
     log.index_aborted_txn(AbortedTxn(7, 0, bases[2] + 1, bases[2] + 2))
     log.index_aborted_txn(AbortedTxn(8, 0, bases[2] + 3, bases[2] + 4))
@@ -179,7 +189,7 @@ def test_retention_deletes_the_snapshots_and_txnindex_of_old_segments(
 ) -> None:
     log = open_log(dataclasses.replace(SMALL, retention_bytes=3000))
     Producers(log)
-    _fill(log, 40, clock.milliseconds())  # recent: only retention.bytes deletes
+    _fill(log, scheduler, 40, clock.milliseconds())  # recent: only retention.bytes deletes
     for segment in log.segments[:-1]:
         log.index_aborted_txn(AbortedTxn(7, 0, segment.base_offset, segment.base_offset + 1))
     assert log.delete_old_segments() > 0

@@ -30,16 +30,16 @@ def test_the_cleaner_waits_until_enough_of_the_log_is_dirty(
     fill(log, clock, range(60))
     log.roll()
     assert cleaner.clean(log) == 0  # every key once: nothing to drop, but now all is clean
-    assert log.first_dirty_offset == log.log_end_offset
+    assert cleaner.state_of(log).first_dirty_offset == log.log_end_offset
     fill(log, clock, range(5), b"w")  # a little dirt: below half of the cleanable bytes
     log.roll()
     before = [s.base_offset for s in log.segments]
     assert cleaner.clean(log) == 0 and [s.base_offset for s in log.segments] == before
-    assert log.first_dirty_offset < log.log_end_offset
+    assert cleaner.state_of(log).first_dirty_offset < log.log_end_offset
     fill(log, clock, range(60), b"z")  # now most of it is dirty
     log.roll()
     assert cleaner.clean(log) > 0
-    assert log.first_dirty_offset == log.log_end_offset
+    assert cleaner.state_of(log).first_dirty_offset == log.log_end_offset
 
 
 def test_max_compaction_lag_cleans_a_little_dirt_once_it_is_old(
@@ -69,11 +69,11 @@ def test_tombstones_kept_by_one_pass_are_dropped_by_a_later_one(
     log.append(batch([None], timestamp=clock.milliseconds(), keys=[b"a"]), leader_epoch=0)  # type: ignore[list-item]
     log.roll()
     cleaner.clean(log)
-    assert log.tombstones_due_ms == clock.milliseconds() + 1001
+    assert cleaner.state_of(log).tombstones_due_ms == clock.milliseconds() + 1001
     clock.advance(500)
     assert cleaner.clean(log) == 0
     clock.advance(501)
-    assert cleaner.clean(log) == 1 and log.tombstones_due_ms is None
+    assert cleaner.clean(log) == 1 and cleaner.state_of(log).tombstones_due_ms is None
 
 
 def test_segments_roll_early_by_their_jitter(open_log: OpenLog, clock: FakeClock) -> None:

@@ -9,9 +9,9 @@ remembered under another. In cluster mode a change another broker announces relo
 resource from the store and swaps in the same way, so every broker decides on it within a
 moment (Kafka's AclAuthorizer does the same).
 
-Thread-safety: `authorize`, `describe` and the helpers run on the event loop; `create` and
-`delete` write the store and run in an executor; they and the reloads announced by the store
-(on its own thread) are serialised by a lock. Decisions never wait for it.
+Thread-safety (docs/threads.md): `authorize`, `describe` and the helpers run on the event loop;
+`create` and `delete` write the store and run in an executor; they and the reloads announced by the
+store (on its own thread) are serialised by a lock. Decisions never wait for it.
 """
 
 from __future__ import annotations

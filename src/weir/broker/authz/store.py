@@ -15,8 +15,8 @@ A change is given per resource pattern, as a function of the entries the store h
 so that an engine shared by several brokers applies it to what is stored, not to what this
 broker last saw.
 
-Thread-safety: every method touches the disk or ZooKeeper and runs off the event loop (at
-start-up, or in an executor); the authorizer serialises changes.
+Thread-safety (docs/threads.md): every method touches the disk or ZooKeeper and runs off the event
+loop (at start-up, or in an executor); the authorizer serialises changes.
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ its SyncGroup and is handed to each member's SyncGroup. Heartbeats keep members 
 silent for its session timeout is removed and the group rebalances. Static members
 (`group.instance.id`) rejoin under a new member id without a rebalance and fence the old one.
 
-Time comes from the injected clock; `tick()` applies deadlines (the broker calls it
-periodically, tests call it after moving a fake clock). Thread-safety: event-loop only.
+Time comes from the injected clock; `tick()` applies deadlines (the broker calls it periodically,
+tests call it after moving a fake clock). Thread-safety (docs/threads.md): event-loop only.
 """
 
 from __future__ import annotations

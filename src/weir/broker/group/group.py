@@ -1,7 +1,7 @@
 """One consumer group's membership, generation, chosen protocol and committed offsets.
 
 Holds data and the few rules that need only the group itself (protocol choice, transitions);
-the coordinator drives it. Thread-safety: event-loop only.
+the coordinator drives it. Thread-safety (docs/threads.md): event-loop only.
 """
 
 from __future__ import annotations

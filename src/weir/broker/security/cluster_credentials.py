@@ -4,8 +4,8 @@ file, so AlterUserScramCredentials, DescribeUserScramCredentials, SASL/SCRAM and
 work alike on both. A change written through any broker reaches every broker through the
 /config/changes notification that goes with it.
 
-Thread-safety: `lookup` and `users` read the current snapshot and may run on the event loop;
-`alter` writes to ZooKeeper and must run in an executor.
+Thread-safety (docs/threads.md): `lookup` and `users` read the current snapshot and may run on the
+event loop; `alter` writes to ZooKeeper and must run in an executor.
 """
 
 from __future__ import annotations

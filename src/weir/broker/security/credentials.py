@@ -13,8 +13,8 @@ password. Every change is written whole (temp file, fsync, rename) under an excl
 `scram-credentials.json.lock`, so `weir user` can add users while the broker is stopped, or
 running: the broker reads the file again when it has changed.
 
-Thread-safety: `lookup` and `users` may run on the event loop (they stat the file and read it
-only when it changed); `alter` blocks on the disk and must run in an executor.
+Thread-safety (docs/threads.md): `lookup` and `users` may run on the event loop (they stat the file
+and read it only when it changed); `alter` blocks on the disk and must run in an executor.
 """
 
 from __future__ import annotations

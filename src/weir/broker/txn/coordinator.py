@@ -12,7 +12,7 @@ its producer is fenced. Every state change is written to `__transaction_state` f
 that (re)loads a partition of it finishes the transactions it finds prepared.
 
 Time comes from the injected clock; `tick()` applies timeouts and expirations (the broker calls
-it periodically, tests after moving a fake clock). Thread-safety: event-loop only.
+it periodically, tests after moving a fake clock). Thread-safety (docs/threads.md): event-loop only.
 """
 
 from __future__ import annotations

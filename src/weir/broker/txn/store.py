@@ -5,7 +5,8 @@ change of its state is appended there as one record (key: the id; value: its sta
 `records.py`) through the replica manager with acks=all, and read back when this broker starts
 or becomes the leader of a partition. Compaction keeps only the latest value per id.
 
-Thread-safety: event-loop only (appends go through the replica manager on the loop).
+Thread-safety (docs/threads.md): event-loop only (appends go through the replica manager on the
+loop).
 """
 
 from __future__ import annotations

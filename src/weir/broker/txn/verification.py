@@ -18,8 +18,8 @@ The coordinator's errors become those producers expect, as Kafka maps them: PROD
 INVALID_PRODUCER_EPOCH; a coordinator that cannot answer now (moved, loading, unreachable, busy
 ending the transaction) is NOT_ENOUGH_REPLICAS, which producers retry.
 
-`transaction.partition.verification.enable=false` turns the checks off. Thread-safety:
-event-loop only.
+`transaction.partition.verification.enable=false` turns the checks off. Thread-safety
+(docs/threads.md): event-loop only.
 """
 
 from __future__ import annotations

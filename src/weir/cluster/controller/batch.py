@@ -63,7 +63,8 @@ def socket_channels(request_timeout_s: float, connect: Connector = plaintext_con
 class ControllerChannelManager:
     """A channel to every live broker, reached on the inter-broker listener.
 
-    Thread-safety: the controller's event thread; `is_current` (given to each channel) is read
+    Thread-safety (docs/threads.md): the controller's event thread; `is_current` (given to each
+    channel) is read
     by their sender threads."""
 
     def __init__(self, open_channel: ChannelFactory, listener: str | None,
@@ -109,7 +110,7 @@ class _BrokerRequests:
 class ControllerBrokerRequestBatch:
     """The requests one event causes, per broker.
 
-    Thread-safety: the controller's event thread only."""
+    Thread-safety (docs/threads.md): the controller's event thread only."""
 
     def __init__(self, controller_id: int, context: ControllerContext,
                  channels: ControllerChannelManager, listener: str | None) -> None:  # fmt: skip

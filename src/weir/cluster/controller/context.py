@@ -4,7 +4,8 @@ partition's replica assignment, leader and ISR, and the state of every partition
 Loaded from ZooKeeper when a broker becomes the controller, kept current by its events, cleared
 when it resigns. Only the controller's state machines and event handlers change it.
 
-Thread-safety: not thread-safe; owned by the controller's event thread (`weir-controller`).
+Thread-safety (docs/threads.md): not thread-safe; owned by the controller's event thread
+(`weir-controller`).
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ class Leadership:
 
 @dataclass(slots=True)
 class ControllerContext:
-    """Thread-safety: the controller's event thread only."""
+    """Thread-safety (docs/threads.md): the controller's event thread only."""
 
     #: this controller's epoch and the version of `/controller_epoch` it wrote
     epoch: int = 0

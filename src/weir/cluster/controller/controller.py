@@ -77,7 +77,8 @@ DEFAULT_BALANCE = LeaderBalance()
 
 
 class Controller:
-    """Thread-safety: the public methods may be called from any thread; they only queue events
+    """Thread-safety (docs/threads.md): the public methods may be called from any thread; they only
+    queue events
     (or answer at once when this broker is not the controller). Everything else runs on the
     event thread, which owns the context, the state machines and the batch. The ZooKeeper
     engine's threads only queue events, read `_generation` and `_active`, and set `_fenced` when

@@ -19,7 +19,8 @@ log = logging.getLogger(__package__)
 
 
 class ControllerEventManager:
-    """Thread-safety: `put`, `clear_and_put` and `start` from any thread (a `queue.Queue`);
+    """Thread-safety (docs/threads.md): `put`, `clear_and_put` and `start` from any thread (a
+    `queue.Queue`);
     `schedule` from the handling thread only; events are handled on one thread at a time."""
 
     def __init__(self, handle: Callable[[ControllerEvent], None], clock: Clock,

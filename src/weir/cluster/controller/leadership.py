@@ -42,7 +42,7 @@ class LeaderBalance:
 
 
 class LeadershipChanges:
-    """Thread-safety: the controller's event thread only."""
+    """Thread-safety (docs/threads.md): the controller's event thread only."""
 
     def __init__(self, context: ControllerContext, partitions: PartitionStateMachine,
                  zk: ControllerZkClient, balance: LeaderBalance,

@@ -43,7 +43,7 @@ def _log_moves(kind: str, moves: Counter[tuple[str, str]]) -> None:
 
 
 class PartitionStateMachine:
-    """Thread-safety: the controller's event thread only."""
+    """Thread-safety (docs/threads.md): the controller's event thread only."""
 
     def __init__(self, context: ControllerContext, zk: ControllerZkClient,
                  batch: ControllerBrokerRequestBatch) -> None:  # fmt: skip
@@ -123,7 +123,7 @@ class PartitionStateMachine:
 
 
 class ReplicaStateMachine:
-    """Thread-safety: the controller's event thread only."""
+    """Thread-safety (docs/threads.md): the controller's event thread only."""
 
     def __init__(self, context: ControllerContext, batch: ControllerBrokerRequestBatch) -> None:
         self._context = context

@@ -44,7 +44,8 @@ class ControllerMovedError(Exception):
 
 
 class ControllerZkClient:
-    """Thread-safety: the controller's event thread only (`epoch_zk_version` is its state)."""
+    """Thread-safety (docs/threads.md): the controller's event thread only (`epoch_zk_version` is
+    its state)."""
 
     def __init__(self, zk: ZooKeeper) -> None:
         self.zk = zk

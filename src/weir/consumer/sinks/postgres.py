@@ -30,7 +30,8 @@ SCHEMA_LOCK = 0x77656972  # "weir": the advisory lock key guarding table creatio
 
 
 class PostgresSink:
-    """`conninfo` is a libpq connection string or URL. Thread-safety: one thread."""
+    """`conninfo` is a libpq connection string or URL. Thread-safety (docs/threads.md): one
+    thread."""
 
     def __init__(self, conninfo: str, table: str = DEFAULT_RESULTS_TABLE) -> None:
         self._table = check_table_name(table)

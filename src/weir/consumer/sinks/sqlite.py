@@ -28,7 +28,7 @@ BUSY_TIMEOUT_S = 60.0
 
 
 class SQLiteSink:
-    """Thread-safety: one thread (the fetcher that opened it)."""
+    """Thread-safety (docs/threads.md): one thread (the fetcher that opened it)."""
 
     def __init__(self, path: str | Path, table: str = DEFAULT_RESULTS_TABLE) -> None:
         self._table = check_table_name(table)
