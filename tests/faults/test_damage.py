@@ -159,7 +159,7 @@ def keeps_working(log: PartitionLog) -> None:
     end = log.log_end_offset
     batch = build_batch([Record(offset=0, timestamp=BASE_TIMESTAMP, key=None, value=b"after")])
     assert log.append(batch, leader_epoch=EPOCH).first_offset == end
-    data = log.read(end, 1 << 20).data
+    data = log.read(end, 1 << 20, max_offset=log.log_end_offset).data
     assert data is not None
     assert [r.value for h in iter_batches(data.read_bytes()) for r in iter_records(h)] == [b"after"]
 
