@@ -230,11 +230,16 @@ def test_garbage_bytes_close_the_connection(broker: BrokerProcess, garbage: byte
 
 
 def test_unframed_random_bytes_then_half_close(broker: BrokerProcess) -> None:
+    """The first four bytes read as a negative size: the broker may hang up before the rest is
+    sent."""
     rng = random.Random(1234)
     with socket.create_connection(("127.0.0.1", broker.port), timeout=TIMEOUT) as sock:
-        for _ in range(16):
-            sock.sendall(rng.randbytes(4096))
-        sock.shutdown(socket.SHUT_WR)
+        try:
+            for _ in range(16):
+                sock.sendall(rng.randbytes(4096))
+            sock.shutdown(socket.SHUT_WR)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # closed already, with our bytes unread
         assert_closed_by_broker(sock)
     assert_still_serves(broker)
 

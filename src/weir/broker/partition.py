@@ -53,6 +53,9 @@ LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 
+#: producers whose refused next batch a partition remembers (see `refuse_in_sequence`)
+MAX_REFUSED_HEADS = 1024
+
 #: a waiting produce's answer given its end offset, or None while it still waits
 _Answer = Callable[[int], ErrorCode | None]
 
@@ -120,6 +123,9 @@ class Partition:
     leader_state: LeaderState | None = None
     #: acks=all produces waiting for the ISR to reach their end offset
     produce_waiters: list[tuple[int, asyncio.Future[ErrorCode]]] = field(default_factory=list)
+    #: producer id -> (epoch, base sequence, error) of its next batch in sequence, refused here
+    #: unwritten; forgotten when one of its batches is appended (see `refuse_in_sequence`)
+    _refused_heads: dict[int, tuple[int, int, ErrorCode]] = field(default_factory=dict)
 
     # ---- role ---------------------------------------------------------------------------------
 
@@ -317,14 +323,49 @@ class Partition:
                 f"The size of the current ISR {self.isr_size} is insufficient to satisfy the "
                 f"min.isr requirement of {min_isr} for partition {self.topic}-{self.index}"
             )
-            return AppendResult(ErrorCode.not_enough_replicas, message=message)
+            refused = AppendResult(ErrorCode.not_enough_replicas, message=message)
+            if producer_error is None:
+                self.refuse_in_sequence(header.fields(), refused)
+            return refused
         if producer_error is not None:
             # after the ISR check, as Kafka orders them: a producer whose earlier batch was
             # refused for a short ISR gets the same answer for the batches it had pipelined
             # behind it, not OUT_OF_ORDER_SEQUENCE_NUMBER (which makes librdkafka bump its
             # epoch and resend batches that may already be written)
+            behind = self._behind_refused_head(header.fields(), producer_error)
+            if behind is not None:
+                return behind
             return AppendResult(ErrorCode(producer_error.error_code), message=str(producer_error))
         return None
+
+    def refuse_in_sequence(self, fields: HeaderFields, refused: AppendResult) -> AppendResult:
+        """Note that a batch in its producer's sequence was refused unwritten (`refused`, a
+        retriable error) and return that answer. The batches the producer pipelined behind it
+        get the same answer until it comes again, even if what refused it has changed
+        meanwhile (the ISR grew back): OUT_OF_ORDER_SEQUENCE_NUMBER would make librdkafka
+        renumber every batch it has not had answered, on all partitions, under a new epoch,
+        and so write again those that were written but not yet acknowledged."""
+        if fields.producer_id >= 0 and fields.base_sequence >= 0:
+            heads = self._refused_heads
+            heads.pop(fields.producer_id, None)
+            if len(heads) >= MAX_REFUSED_HEADS:
+                del heads[next(iter(heads))]
+            heads[fields.producer_id] = (fields.producer_epoch, fields.base_sequence,
+                                         refused.error)  # fmt: skip
+        return refused
+
+    def _behind_refused_head(
+        self, fields: HeaderFields, error: ProducerStateError
+    ) -> AppendResult | None:
+        head = self._refused_heads.get(fields.producer_id)
+        if head is None or error.expected_sequence is None:
+            return None
+        epoch, sequence, code = head
+        if epoch != fields.producer_epoch or sequence != error.expected_sequence:
+            return None
+        message = (f"sequence {fields.base_sequence} waits for sequence {sequence} of producer "
+                   f"{fields.producer_id}, refused with {code.name.upper()}")  # fmt: skip
+        return AppendResult(code, message=message)
 
     # ---- reads --------------------------------------------------------------------------------
 
@@ -457,6 +498,8 @@ class Partition:
     def record_batch(self, fields: HeaderFields, first_offset: int, commit: bool | None) -> None:
         """Producer state after a batch reached the log; an ABORT marker's transaction goes to
         the log's aborted-transaction index. LogDirectoryError if that cannot be written."""
+        if self._refused_heads:
+            self._refused_heads.pop(fields.producer_id, None)
         aborted = self.producers.record(fields, first_offset, commit)
         if aborted is not None:
             self.log.index_aborted_txn(aborted)

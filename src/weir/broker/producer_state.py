@@ -40,9 +40,11 @@ INVALID_PRODUCER_EPOCH = 47
 
 
 class ProducerStateError(Exception):
-    def __init__(self, error_code: int, message: str) -> None:
+    def __init__(self, error_code: int, message: str, expected_sequence: int | None = None) -> None:
         super().__init__(message)
         self.error_code = error_code
+        #: for a batch ahead of its producer's next sequence (a gap): that next sequence
+        self.expected_sequence = expected_sequence
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,8 +67,12 @@ def _last_sequence(fields: HeaderFields) -> int:
     return (fields.base_sequence + fields.last_offset_delta) % (MAX_SEQUENCE + 1)
 
 
+def _next_sequence(last_sequence: int) -> int:
+    return 0 if last_sequence == MAX_SEQUENCE else last_sequence + 1
+
+
 def _follows(last_sequence: int, first_sequence: int) -> bool:
-    return first_sequence == (0 if last_sequence == MAX_SEQUENCE else last_sequence + 1)
+    return first_sequence == _next_sequence(last_sequence)
 
 
 class ProducerStateManager:
@@ -149,10 +155,13 @@ class ProducerStateManager:
             if cached.first_sequence == fields.base_sequence and cached.last_sequence == last:
                 return cached
         if entry.batches and not _follows(entry.batches[-1].last_sequence, fields.base_sequence):
+            expected = _next_sequence(entry.batches[-1].last_sequence)
+            ahead = (fields.base_sequence - expected) % (MAX_SEQUENCE + 1) <= MAX_SEQUENCE // 2
             raise ProducerStateError(
                 OUT_OF_ORDER_SEQUENCE_NUMBER,
                 f"sequence {fields.base_sequence} does not follow "
                 f"{entry.batches[-1].last_sequence} for producer {fields.producer_id}",
+                expected if ahead else None,
             )
         return None
 

@@ -37,10 +37,10 @@ from weir.broker.partition import (
     PartitionState,
     alone,
 )
-from weir.broker.producer_state import ProducerStateManager
+from weir.broker.producer_state import ProducerStateError, ProducerStateManager
 from weir.broker.results import AppendResult, FetchRequestPartition, FetchResult, release
 from weir.clock import Clock
-from weir.records import BatchHeader, RecordError, validate_batch
+from weir.records import HEADER_SIZE, BatchHeader, RecordError, validate_batch
 from weir.storage import LogConfig, LogManager, PartitionLog
 from weir.storage.errors import LogDirectoryError, LogWriteError, StorageError
 
@@ -368,7 +368,10 @@ class ReplicaManager:
         make room for)."""
         partition = self.partitions.get((topic, index))
         if partition is None or not partition.serving:
-            return self._missing_or_offline(topic, index)
+            missing = self._missing_or_offline(topic, index)
+            if partition is not None and missing.error is ErrorCode.not_leader_or_follower:
+                _refuse_if_in_sequence(partition, records, missing)
+            return missing
         if not records:
             return AppendResult(ErrorCode.corrupt_message, message="no record batch")
         config = partition.log.config
@@ -386,12 +389,15 @@ class ReplicaManager:
         if not reserve_exempt:
             shortfall = self.log_manager.free_space_shortfall(topic, index, self._min_free_bytes)
             if shortfall is not None:
-                return self._refuse(partition, shortfall)
+                return partition.refuse_in_sequence(
+                    header.fields(), self._refuse(partition, shortfall)
+                )
         if header.is_transactional:
             try:
                 partition.log.note_transactions()
             except OSError as exc:
-                return self._refuse(partition, f"cannot record transactions: {exc}")
+                refused = self._refuse(partition, f"cannot record transactions: {exc}")
+                return partition.refuse_in_sequence(header.fields(), refused)
         stored = stored_form(records, header, config)
         return self._append_validated(partition, stored, defer_sync=acks != 1)
 
@@ -645,3 +651,21 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
         return asyncio.get_running_loop()
     except RuntimeError:
         return None
+
+
+def _refuse_if_in_sequence(
+    partition: Partition, records: bytes | None, refused: AppendResult
+) -> None:
+    """A follower refusing a producer's batch that is next in that producer's sequence (as far
+    as its replicated producer state knows) remembers it, as a leader does: it may lead before
+    the batches pipelined behind it arrive (`Partition.refuse_in_sequence`)."""
+    if not records or len(records) < HEADER_SIZE:
+        return
+    fields = BatchHeader(records).fields()
+    if fields.magic != 2:
+        return
+    try:
+        if partition.producers.check(fields) is None:
+            partition.refuse_in_sequence(fields, refused)
+    except ProducerStateError:
+        pass

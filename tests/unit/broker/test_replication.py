@@ -399,9 +399,51 @@ def test_a_short_isr_is_reported_before_a_sequence_gap(leader: Leader) -> None:
     )
     behind = leader.replicas.append(TOPIC, 0, idempotent_batch(4), acks=ACKS_ALL)
     assert behind.error is ErrorCode.not_enough_replicas
-    assert leader.replicas.append(TOPIC, 0, idempotent_batch(4), acks=1).error is (
+
+
+def test_a_batch_pipelined_behind_a_refused_one_gets_its_answer_after_the_isr_grew_back(
+    leader: Leader,
+) -> None:
+    """R1 is refused for a short ISR, the ISR grows back, then R2 (sent behind R1) arrives: it
+    gets R1's answer, not OUT_OF_ORDER_SEQUENCE_NUMBER, which makes librdkafka renumber under a
+    new epoch every batch it has not had answered, on every partition, written or not. Once R1
+    comes again both are written in order; a gap with no refused batch before it is still out
+    of order."""
+    config = LogConfig(min_insync_replicas=2)
+    leader.lead(replicas=(0, 1, 2), isr=(0,), config=config)
+    append = leader.replicas.append
+    assert append(TOPIC, 0, idempotent_batch(0), acks=1).error is ErrorCode.none
+    assert append(TOPIC, 0, idempotent_batch(2), acks=ACKS_ALL).error is (
+        ErrorCode.not_enough_replicas
+    )
+    leader.lead(replicas=(0, 1, 2), isr=(0, 1, 2), partition_epoch=1, config=config)
+    assert append(TOPIC, 0, idempotent_batch(4), acks=ACKS_ALL).error is (
+        ErrorCode.not_enough_replicas
+    )
+    assert append(TOPIC, 0, idempotent_batch(4, epoch=1), acks=ACKS_ALL).error is (
+        ErrorCode.out_of_order_sequence_number  # another epoch: not behind the refused batch
+    )
+    assert append(TOPIC, 0, idempotent_batch(2), acks=ACKS_ALL).error is ErrorCode.none
+    assert append(TOPIC, 0, idempotent_batch(4), acks=ACKS_ALL).error is ErrorCode.none
+    assert append(TOPIC, 0, idempotent_batch(10), acks=ACKS_ALL).error is (
         ErrorCode.out_of_order_sequence_number
     )
+
+
+def test_a_batch_refused_by_a_follower_holds_back_those_behind_it_once_it_leads(
+    leader: Leader,
+) -> None:
+    """Leadership can arrive between two pipelined batches: the one before it was refused
+    NOT_LEADER_OR_FOLLOWER, and the one after it gets the same answer, not a sequence gap."""
+    leader.lead(epoch=1)
+    append = leader.replicas.append
+    assert append(TOPIC, 0, idempotent_batch(0)).error is ErrorCode.none
+    leader.replicas.become_follower(follower_state(epoch=2), LogConfig())
+    assert append(TOPIC, 0, idempotent_batch(2)).error is ErrorCode.not_leader_or_follower
+    leader.lead(epoch=3)
+    assert append(TOPIC, 0, idempotent_batch(4)).error is ErrorCode.not_leader_or_follower
+    assert append(TOPIC, 0, idempotent_batch(2)).error is ErrorCode.none
+    assert append(TOPIC, 0, idempotent_batch(4)).error is ErrorCode.none
 
 
 # ---- leader epochs -----------------------------------------------------------------------------
