@@ -40,7 +40,7 @@ INTEGRATION = Path(__file__).resolve().parents[1] / "integration"
 if str(INTEGRATION) not in sys.path:
     sys.path.insert(0, str(INTEGRATION))
 
-from broker_process import IN_CI, BrokerProcess, require_tool  # noqa: E402
+from broker_process import IN_CI, BrokerProcess, require_tool, weir  # noqa: E402
 from confluent_kafka import (  # noqa: E402
     OFFSET_BEGINNING,
     Consumer,
@@ -62,7 +62,7 @@ from weir.protocol.apis import ApiKey  # noqa: E402
 from weir.protocol.codec import codec_for  # noqa: E402
 from weir.records import Record, build_batch  # noqa: E402
 
-__all__ = ["IN_CI", "BrokerProcess", "require_tool"]
+__all__ = ["IN_CI", "BrokerProcess", "require_tool", "weir"]
 
 MiB = 1024 * 1024
 VALUE_BYTES = 1000

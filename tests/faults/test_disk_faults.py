@@ -22,6 +22,7 @@ JBOD (`log.dirs`): EIO in one directory takes only that directory's partitions o
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -37,6 +38,7 @@ from brokerkit import (
     create_topic_error,
     leftovers,
     topics,
+    weir,
 )
 from confluent_kafka import KafkaError
 
@@ -190,6 +192,14 @@ def test_failed_metadata_write_refuses_create_topics(tmp_path: Path, errno_name:
             broker.kill()
 
 
+def log_dir_errors(broker: BrokerProcess) -> dict[str, str | None]:
+    """Each log directory's error as `weir log-dirs describe` (DescribeLogDirs) reports it."""
+    done = weir("log-dirs", "describe", "--bootstrap-server", broker.bootstrap)
+    assert done.returncode == 0, done.stderr
+    [described] = json.loads(done.stdout)["brokers"]
+    return {d["logDir"]: d["error"] for d in described["logDirs"]}
+
+
 @pytest.mark.slow
 def test_a_failed_directory_takes_only_its_own_partitions_offline(tmp_path: Path) -> None:
     """JBOD (`log.dirs`): EIO on segment writes in one directory takes that directory's partition
@@ -226,6 +236,7 @@ def test_a_failed_directory_takes_only_its_own_partitions_offline(tmp_path: Path
         assert not fine.failed, f"the healthy directory failed: {list(fine.failed.items())[:3]}"
         assert_offline(broker, failing)
         assert_online(broker, healthy)
+        assert log_dir_errors(broker) == {str(dirs[0]): None, str(dirs[1]): "KAFKA_STORAGE_ERROR"}
         assert len(fine.produce(100)) == 100, fine.failed
         check_all(broker.bootstrap, healthy, fine.acked)
         broker.stop()

@@ -21,6 +21,7 @@ from weir.cli import (
     demo,
     groups,
     kafka_errors,
+    logdirs,
     logformats,
     logtool,
     pipeline,
@@ -50,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     consumer.register(commands)
     demo.register(commands)
     logtool.register(commands)
+    logdirs.register(commands)
     logformats.register(commands)
     agent.register(commands)
     pipeline.register(commands)

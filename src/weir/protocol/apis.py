@@ -45,6 +45,7 @@ class ApiKey(enum.IntEnum):
     DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
+    DESCRIBE_LOG_DIRS = 35
     SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
@@ -99,6 +100,7 @@ ADVERTISED: Final = MappingProxyType(
         ApiKey.ALTER_CONFIGS: (0, 2),
         ApiKey.CREATE_PARTITIONS: (0, 3),
         ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
+        ApiKey.DESCRIBE_LOG_DIRS: (1, 4),
         ApiKey.DESCRIBE_CLUSTER: (0, 1),
         ApiKey.DESCRIBE_PRODUCERS: (0, 0),
         ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),

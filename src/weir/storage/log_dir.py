@@ -68,6 +68,15 @@ class LogDirectory:
             self._checked_ms = now
         return max(0, self._free_at_check - self._appended_since_check)
 
+    def volume_bytes(self) -> tuple[int, int]:
+        """(total, usable) bytes of the file system this directory is on, as DescribeLogDirs
+        reports them; (-1, -1) if it cannot be read."""
+        try:
+            stats = os.statvfs(self.path)
+        except OSError:
+            return -1, -1
+        return stats.f_blocks * stats.f_frsize, stats.f_bavail * stats.f_frsize
+
     def note_appended(self, size: int) -> None:
         self._appended_since_check += size
 

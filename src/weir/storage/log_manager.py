@@ -222,6 +222,19 @@ class LogManager:
     def log_dir_of(self, topic: str, partition: int) -> LogDirectory | None:
         return self._dir_of.get((topic, partition))
 
+    def by_directory(self) -> list[tuple[LogDirectory, list[tuple[TopicPartition, PartitionLog]]]]:
+        """Each log directory with the logs it holds, in `log.dirs` order (DescribeLogDirs)."""
+        with self._lock:
+            held: dict[int, list[tuple[TopicPartition, PartitionLog]]] = {
+                id(d): [] for d in self.dirs
+            }
+            if not self._closed:
+                for tp, partition_log in self.logs.items():
+                    log_dir = self._dir_of.get(tp)
+                    if log_dir is not None:
+                        held[id(log_dir)].append((tp, partition_log))
+        return [(d, sorted(held[id(d)], key=lambda item: item[0])) for d in self.dirs]
+
     def set_topic_config(self, topic: str, config: LogConfig) -> None:
         with self._lock:
             self._topic_configs[topic] = config
