@@ -245,6 +245,23 @@ def test_a_bad_config_change_is_refused_and_changes_nothing(
     assert topic_configs(admin, topic)["retention.ms"]["value"] == "60000"
 
 
+def test_partition_reassignments_on_a_single_node(admin: KafkaAdminClient) -> None:
+    """One broker holds every replica: a target of that broker is met at once, any other
+    broker is refused, nothing is ever moving."""
+    create_topic(admin, "reassign-one", 1)
+    tp = TopicPartition("reassign-one", 0)
+    [node] = [b["broker_id"] for b in admin.describe_cluster()["brokers"]]
+    assert admin.alter_partition_reassignments({tp: [node]}) == {tp: None}
+    assert admin.alter_partition_reassignments({tp: [node + 5]}) == {
+        tp: errors.InvalidReplicationAssignmentError}
+    assert admin.alter_partition_reassignments({tp: None}) == {
+        tp: errors.NoReassignmentInProgressError}
+    unknown = TopicPartition("reassign-none", 0)
+    assert admin.alter_partition_reassignments({unknown: [node]}) == {
+        unknown: errors.UnknownTopicOrPartitionError}
+    assert admin.list_partition_reassignments() == {}
+
+
 def test_creating_an_existing_topic_is_refused(admin: KafkaAdminClient) -> None:
     create_topic(admin, "exists-already", 2)
     with pytest.raises(errors.TopicAlreadyExistsError):

@@ -25,6 +25,7 @@ from weir.cli import (
     logformats,
     logtool,
     pipeline,
+    reassign,
     txn,
     user,
     zookeeper,
@@ -57,6 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     pipeline.register(commands)
     zookeeper.register(commands)
     cluster.register(commands)
+    reassign.register(commands)
     return parser
 
 

@@ -183,6 +183,10 @@ class TopicAssignment:
     topic_id: uuid.UUID
     #: partition -> replica list; the first live replica in it is the preferred leader
     partitions: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
+    #: partitions being reassigned: the replicas being added and those being removed (Kafka's
+    #: `adding_replicas` / `removing_replicas`); `partitions` then holds both sets together
+    adding: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
+    removing: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -300,8 +304,9 @@ def encode_assignment(assignment: TopicAssignment) -> bytes:
         "version": 3,
         "topic_id": topic_id_text(assignment.topic_id),
         "partitions": {str(p): list(r) for p, r in sorted(assignment.partitions.items())},
-        "adding_replicas": {},
-        "removing_replicas": {},
+        "adding_replicas": {str(p): list(r) for p, r in sorted(assignment.adding.items()) if r},
+        "removing_replicas": {str(p): list(r) for p, r in sorted(assignment.removing.items())
+                              if r},
     })  # fmt: skip
 
 
@@ -323,7 +328,27 @@ def parse_assignment(topic: str, data: bytes | None) -> TopicAssignment:
             raise ZnodeFormatError(f"{what}: partition {key} has no replicas")
     if sorted(partitions) != list(range(len(partitions))):
         raise ZnodeFormatError(f"{what}: partitions are not numbered 0..{len(partitions) - 1}")
-    return TopicAssignment(name=topic, topic_id=parse_topic_id(text), partitions=partitions)
+    adding = _moving(document, "adding_replicas", partitions, what)
+    removing = _moving(document, "removing_replicas", partitions, what)
+    return TopicAssignment(name=topic, topic_id=parse_topic_id(text), partitions=partitions,
+                           adding=adding, removing=removing)  # fmt: skip
+
+
+def _moving(document: Mapping[str, Any], key: str, partitions: Mapping[int, tuple[int, ...]],
+            what: str) -> dict[int, tuple[int, ...]]:  # fmt: skip
+    """A reassignment's replicas being added or removed (only those that are replicas of the
+    partition: Kafka writes them among `partitions`)."""
+    raw = document.get(key) or {}
+    if not isinstance(raw, dict):
+        raise ZnodeFormatError(f"{what}: {key} is not an object")
+    out = {}
+    for text, replicas in raw.items():
+        index = int(text) if isinstance(text, str) and text.isdigit() else -1
+        if index not in partitions:
+            raise ZnodeFormatError(f"{what}: {key} names partition {text!r}, which it lacks")
+        listed = _ids(replicas, f"{what} {key} {text}")
+        out[index] = tuple(r for r in listed if r in partitions[index])  # none other counts
+    return {index: replicas for index, replicas in out.items() if replicas}
 
 
 def encode_state(state: PartitionState) -> bytes:
@@ -470,3 +495,26 @@ def parse_partition_list(data: bytes | None) -> list[tuple[str, int]]:
 
 def live_replicas(replicas: Sequence[int], live: set[int] | frozenset[int]) -> list[int]:
     return [r for r in replicas if r in live]
+
+
+def encode_reassignment(targets: Mapping[tuple[str, int], Sequence[int]]) -> bytes:
+    """`/admin/reassign_partitions`: `{"version": 1, "partitions": [{"topic": T, "partition":
+    P, "replicas": [...]}, ...]}`, as Kafka's ZooKeeper-based tools write it."""
+    return _dump({"version": 1, "partitions": [
+        {"topic": t, "partition": p, "replicas": list(r)} for (t, p), r in sorted(targets.items())
+    ]})  # fmt: skip
+
+
+def parse_reassignment(data: bytes | None) -> dict[tuple[str, int], tuple[int, ...]]:
+    """The partitions `/admin/reassign_partitions` asks to move and their target replicas."""
+    what = REASSIGN_PARTITIONS
+    entries = _load(data, what).get("partitions")
+    if not isinstance(entries, list):
+        raise ZnodeFormatError(f"{what}: no partitions list")
+    out = {}
+    for entry in entries:
+        if not isinstance(entry, dict) or not isinstance(entry.get("topic"), str):
+            raise ZnodeFormatError(f"{what}: {entry!r} names no topic")
+        tp = (entry["topic"], _int(entry, "partition", what))
+        out[tp] = _ids(entry.get("replicas"), f"{what} {tp[0]}-{tp[1]}")
+    return out

@@ -18,6 +18,7 @@ them in an executor.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import threading
 import time
@@ -502,7 +503,7 @@ class ZooKeeperMetadataStore:
             raise InvalidPartitionsError(f"topic {name!r} needs {total - count} replica lists")
         grown = dict(current.partitions)
         grown.update({count + i: tuple(r) for i, r in enumerate(replicas)})
-        assignment = TopicAssignment(name=name, topic_id=current.topic_id, partitions=grown)
+        assignment = dataclasses.replace(current, partitions=grown)  # reassignments kept
         try:
             self.client.set(path, znodes.encode_assignment(assignment), version=stat.version)
         except BadVersionError:

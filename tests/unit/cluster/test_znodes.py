@@ -33,6 +33,7 @@ from weir.cluster.znodes import (
     encode_entity_config,
     encode_entity_config_change,
     encode_producer_block,
+    encode_reassignment,
     encode_state,
     encode_topic_config,
     encode_user_config,
@@ -47,6 +48,7 @@ from weir.cluster.znodes import (
     parse_controller_epoch,
     parse_entity_config,
     parse_producer_block_end,
+    parse_reassignment,
     parse_state,
     parse_topic_config,
     parse_topic_id,
@@ -281,7 +283,7 @@ def test_topic_assignment_round_trip(topic_id: uuid.UUID, replicas: list[tuple[i
 
 def test_a_topic_assignment_written_by_kafka_3() -> None:
     data = kafka_json({
-        "partitions": {"2": [3, 1], "0": [1, 2], "1": [2, 3]},
+        "partitions": {"2": [3, 1], "0": [1, 2], "1": [4, 2, 3]},
         "topic_id": "vNTm5EvWQ6SVeIiZKBzQTw",
         "adding_replicas": {"1": [4]},
         "removing_replicas": {"1": [3]},
@@ -290,7 +292,18 @@ def test_a_topic_assignment_written_by_kafka_3() -> None:
     parsed = parse_assignment("orders", data)
     assert parsed.name == "orders"
     assert topic_id_text(parsed.topic_id) == "vNTm5EvWQ6SVeIiZKBzQTw"
-    assert dict(parsed.partitions) == {0: (1, 2), 1: (2, 3), 2: (3, 1)}
+    assert dict(parsed.partitions) == {0: (1, 2), 1: (4, 2, 3), 2: (3, 1)}
+    assert (dict(parsed.adding), dict(parsed.removing)) == ({1: (4,)}, {1: (3,)})
+    assert parse_assignment("orders", encode_assignment(parsed)) == parsed
+
+
+def test_a_reassignment_request_round_trips_and_bad_ones_are_refused() -> None:
+    targets = {("orders", 1): (4, 2), ("a", 0): (1,)}
+    assert parse_reassignment(encode_reassignment(targets)) == targets
+    for bad in (b"{}", b'{"partitions": [{"partition": 0, "replicas": [1]}]}',
+                b'{"partitions": [{"topic": "a", "partition": 0, "replicas": "1"}]}'):
+        with pytest.raises(ZnodeFormatError):
+            parse_reassignment(bad)
 
 
 # ---- /brokers/topics/T/partitions/P/state ------------------------------------------------------

@@ -10,6 +10,7 @@
   `ControllerChannelManager`);
 - `leadership`: elections, leader balance, AlterPartition, controlled shutdown (in Kafka's
   `KafkaController`);
+- `reassignment`: partition moves (Kafka's `onPartitionReassignment`);
 - `zk`: the controller's fenced reads and writes of znodes (`KafkaZkClient`).
 
 Every module logs as `weir.cluster.controller`, the one name operators filter the controller's

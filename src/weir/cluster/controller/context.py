@@ -48,6 +48,28 @@ class ReplicaAssignment:
     def preferred(self) -> int | None:
         return self.replicas[0] if self.replicas else None
 
+    @property
+    def is_reassigning(self) -> bool:
+        return bool(self.adding or self.removing)
+
+    @property
+    def original(self) -> tuple[int, ...]:
+        """The replicas before the reassignment under way (all of them when there is none)."""
+        return tuple(r for r in self.replicas if r not in self.adding)
+
+    @property
+    def target(self) -> tuple[int, ...]:
+        """The replicas the reassignment under way moves to (all of them when there is none)."""
+        return tuple(r for r in self.replicas if r not in self.removing)
+
+    @classmethod
+    def moving(cls, original: tuple[int, ...], target: tuple[int, ...]) -> ReplicaAssignment:
+        """A reassignment from `original` to `target` (Kafka's `fromOldAndNewReplicas`): the
+        target's replicas first, then the original's that are leaving."""
+        replicas = tuple(dict.fromkeys(target + original))
+        return cls(replicas, tuple(r for r in target if r not in original),
+                   tuple(r for r in original if r not in target))  # fmt: skip
+
 
 @dataclass(frozen=True, slots=True)
 class Leadership:
@@ -89,8 +111,17 @@ class ControllerContext:
         self.topic_ids[topic.name] = topic.topic_id
         new = [(topic.name, i) for i in sorted(topic.partitions) if i not in known]
         for index, replicas in topic.partitions.items():
-            known[index] = ReplicaAssignment(tuple(replicas))
+            known[index] = ReplicaAssignment(tuple(replicas), tuple(topic.adding.get(index, ())),
+                                             tuple(topic.removing.get(index, ())))  # fmt: skip
         return new
+
+    def assignment(self, tp: TopicPartition) -> ReplicaAssignment | None:
+        return self.assignments.get(tp[0], {}).get(tp[1])
+
+    def reassigning(self) -> list[TopicPartition]:
+        """Partitions with a reassignment under way."""
+        return [(t, i) for t, indexes in self.assignments.items()
+                for i, a in indexes.items() if a.is_reassigning]  # fmt: skip
 
     def remove_topic(self, topic: str) -> None:
         for index in self.assignments.pop(topic, {}):

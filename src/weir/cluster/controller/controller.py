@@ -20,7 +20,10 @@ sent when it is done. What each event does:
 - deletion requests (`/admin/delete_topics`): replicas are told to stop and delete, brokers to
   forget the topic, then the topic's znodes go;
 - leader elections, AlterPartition, controlled shutdown and the leader balance:
-  `weir.cluster.controller.leadership`.
+  `weir.cluster.controller.leadership`;
+- partition reassignment (AlterPartitionReassignments, `/admin/reassign_partitions`), resumed
+  by a new controller and completed when an ISR change brings every target replica in:
+  `weir.cluster.controller.reassignment`.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from weir.cluster.controller.batch import (
 from weir.cluster.controller.context import ControllerContext, Leadership, TopicPartition
 from weir.cluster.controller.event_manager import ControllerEventManager
 from weir.cluster.controller.events import (
+    AlterPartitionReassignments,
     AlterPartitionReceived,
     AutoPreferredReplicaLeaderElection,
     BrokerChange,
@@ -55,6 +59,7 @@ from weir.cluster.controller.events import (
     Expire,
     IsrChange,
     IsrResult,
+    ListPartitionReassignments,
     PartitionModifications,
     PartitionReassignment,
     PreferredReplicaElection,
@@ -64,6 +69,7 @@ from weir.cluster.controller.events import (
     WatchedEvent,
 )
 from weir.cluster.controller.leadership import LeaderBalance, LeadershipChanges
+from weir.cluster.controller.reassignment import Reassignments
 from weir.cluster.controller.state_machines import PartitionStateMachine, ReplicaStateMachine
 from weir.cluster.controller.states import PartitionState, ReplicaState
 from weir.cluster.controller.zk import ControllerMovedError, ControllerZkClient
@@ -117,6 +123,8 @@ class Controller:
         self._replicas = ReplicaStateMachine(self.context, self._batch)
         self._leadership = LeadershipChanges(self.context, self._partitions, self._zk_client,
                                          balance, self._schedule_balance_check)  # fmt: skip
+        self._reassignments = Reassignments(self.context, self._partitions, self._replicas,
+                                            self._zk_client)  # fmt: skip
 
     @property
     def active(self) -> bool:
@@ -193,7 +201,23 @@ class Controller:
         code, partitions it still leads), or None if this broker is not the controller."""
         return self._request(ControlledShutdown(broker_id, broker_epoch))
 
+    def alter_partition_reassignments(
+        self, targets: dict[TopicPartition, tuple[int, ...] | None]
+    ) -> concurrent.futures.Future[dict[TopicPartition, tuple[int, str | None]] | None]:
+        """Start, replace or (None) cancel partition moves. The future's result: (error code,
+        message) per partition, or None if this broker is not the controller."""
+        return self._request(AlterPartitionReassignments(tuple(targets.items())))
+
+    def list_partition_reassignments(
+        self, partitions: list[TopicPartition] | None
+    ) -> concurrent.futures.Future[dict[TopicPartition, tuple[tuple[int, ...], ...]] | None]:
+        """The moves under way (of `partitions`, if named). The future's result: (replicas,
+        adding, removing) per partition, or None if this broker is not the controller."""
+        wanted = None if partitions is None else tuple(partitions)
+        return self._request(ListPartitionReassignments(wanted))
+
     def _request(self, event: ElectLeaders | AlterPartitionReceived | ControlledShutdown
+                 | AlterPartitionReassignments | ListPartitionReassignments
                  ) -> concurrent.futures.Future[Any]:  # fmt: skip
         if self._active:
             self._events.put(event)
@@ -250,14 +274,26 @@ class Controller:
             case PreferredReplicaElection():
                 self._leadership.on_preferred_replica_election()
             case PartitionReassignment():
-                self._on_partition_reassignment()
+                self._reassignments.on_request_znode()
             case AutoPreferredReplicaLeaderElection():
                 self._leadership.on_balance_check()
             case ElectLeaders(election_type=kind, partitions=partitions, reply=reply):
                 reply.set_result(self._leadership.elect_leaders(kind, partitions))
             case AlterPartitionReceived(broker_id=broker, broker_epoch=epoch, changes=changes,
                                         reply=reply):  # fmt: skip
-                reply.set_result(self._leadership.alter_partition(broker, epoch, changes))
+                results = self._leadership.alter_partition(broker, epoch, changes)
+                reply.set_result(results)
+                self._reassignments.maybe_complete(
+                    (r.topic, r.index) for r in results if r.state is not None
+                )
+            case AlterPartitionReassignments(targets=targets, reply=reply):
+                outcomes = self._reassignments.alter(dict(targets))
+                reply.set_result({tp: (int(code), message)
+                                  for tp, (code, message) in outcomes.items()})  # fmt: skip
+            case ListPartitionReassignments(partitions=partitions, reply=reply):
+                ongoing = self._reassignments.ongoing(partitions)
+                reply.set_result({tp: (a.replicas, a.adding, a.removing)
+                                  for tp, a in ongoing.items()})  # fmt: skip
             case ControlledShutdown(broker_id=broker, broker_epoch=epoch, reply=reply):
                 reply.set_result(self._leadership.controlled_shutdown(broker, epoch))
 
@@ -331,6 +367,7 @@ class Controller:
         for node_id in context.live_brokers:
             self._batch.add_full_leader_and_isr(node_id)
         self._batch.add_update_metadata(context.live_brokers, list(context.leadership))
+        self._reassignments.resume()
 
     # ---- topics ----------------------------------------------------------------------------------
 
@@ -408,14 +445,6 @@ class Controller:
         self._zk_client.delete(znodes.delete_request_path(name))
         log.info("topic %s deleted", name)
 
-    def _on_partition_reassignment(self) -> None:
-        """`/admin/reassign_partitions` (written by Kafka's ZooKeeper-based tools): not acted
-        on, so say so rather than leave the operator waiting; the request is left in place."""
-        if self._zk_client.reassignment_requested():
-            log.warning("%s is not supported: partition reassignment is not implemented, the "
-                        "request there is ignored (and left in place)",
-                        znodes.REASSIGN_PARTITIONS)  # fmt: skip
-
     # ---- brokers ---------------------------------------------------------------------------------
 
     def _on_broker_change(self) -> None:
@@ -440,6 +469,7 @@ class Controller:
         for node_id in new:
             self._batch.add_full_leader_and_isr(node_id)
         self._batch.add_update_metadata(current, list(context.leadership))
+        self._reassignments.maybe_complete(context.reassigning())
 
     def _on_brokers_gone(self, gone: set[int], dead: set[int]) -> None:
         """Replicas on brokers that went are Offline, and partitions led by one that is gone

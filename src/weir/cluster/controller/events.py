@@ -166,3 +166,19 @@ class ControlledShutdown(_Request):
 
     broker_id: int
     broker_epoch: int
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class AlterPartitionReassignments(_Request):
+    """AlterPartitionReassignments: a target replica list per partition (None cancels). Reply:
+    (error code, message) per partition, or None (NOT_CONTROLLER)."""
+
+    targets: tuple[tuple[TopicPartition, tuple[int, ...] | None], ...]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ListPartitionReassignments(_Request):
+    """ListPartitionReassignments. Reply: (replicas, adding, removing) per partition moving,
+    or None (NOT_CONTROLLER)."""
+
+    partitions: tuple[TopicPartition, ...] | None

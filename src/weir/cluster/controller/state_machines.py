@@ -176,10 +176,23 @@ class ReplicaStateMachine:
         self.transition(live, ReplicaState.ONLINE)
         self.transition([r for r in replicas if r not in live], ReplicaState.OFFLINE)
 
+    def start_new(self, replicas: Iterable[PartitionReplica]) -> None:
+        """Replicas just added to a partition (New): Online where the broker is live, Offline
+        elsewhere."""
+        added = list(replicas)
+        live = [r for r in added if self._context.is_live(r.broker)]
+        self.transition(live, ReplicaState.ONLINE)
+        self.transition([r for r in added if r not in live], ReplicaState.OFFLINE)
+
     def delete(self, partitions: Iterable[TopicPartition]) -> None:
-        """Replicas of deleted partitions, through Kafka's deletion states. The brokers' answers
-        are not awaited: a replica is taken as deleted once StopReplica is queued."""
-        replicas = self.on_partitions(partitions)
+        """Replicas of deleted partitions (`delete_replicas`)."""
+        self.delete_replicas(self.on_partitions(partitions))
+
+    def delete_replicas(self, replicas: Iterable[PartitionReplica]) -> None:
+        """Replicas leaving (a deleted topic, a reassignment), through Kafka's deletion states.
+        The brokers' answers are not awaited: a replica is taken as deleted once StopReplica is
+        queued (a broker that is down keeps its files)."""
+        leaving = list(replicas)
         for target in (ReplicaState.OFFLINE, ReplicaState.DELETION_STARTED,
                        ReplicaState.DELETION_SUCCESSFUL, ReplicaState.NON_EXISTENT):  # fmt: skip
-            self.transition(replicas, target)
+            self.transition(leaving, target)

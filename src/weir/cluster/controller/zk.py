@@ -38,6 +38,9 @@ from weir.cluster.znodes import (
 
 log = logging.getLogger(__package__)
 
+#: tries at a topic's assignment znode that brokers may change meanwhile (CreatePartitions)
+ASSIGNMENT_WRITE_ATTEMPTS = 5
+
 
 class ControllerMovedError(Exception):
     """Another broker is the controller now: this one's writes were refused."""
@@ -161,8 +164,18 @@ class ControllerZkClient:
             log.warning("ignoring a preferred replica election request: %s", exc)
             return []
 
-    def reassignment_requested(self) -> bool:
-        return self.zk.exists(znodes.REASSIGN_PARTITIONS) is not None
+    def reassignment_request(self) -> dict[TopicPartition, tuple[int, ...]] | None:
+        """The moves `/admin/reassign_partitions` asks for; None without a request (or an
+        unreadable one, which is logged)."""
+        try:
+            data, _ = self.zk.get(znodes.REASSIGN_PARTITIONS)
+        except NoNodeError:
+            return None
+        try:
+            return znodes.parse_reassignment(data)
+        except ZnodeFormatError as exc:
+            log.warning("ignoring a partition reassignment request: %s", exc)
+            return None
 
     # ---- fenced writes ---------------------------------------------------------------------------
 
@@ -199,6 +212,47 @@ class ControllerZkClient:
         if versions is None:
             return CreateNode(znodes.state_path(*tp), data)
         return SetData(znodes.state_path(*tp), data, versions[tp])
+
+    def write_assignments(
+        self, topic: str, changes: Mapping[int, tuple[tuple[int, ...], tuple[int, ...],
+                                                      tuple[int, ...]]],
+    ) -> None:  # fmt: skip
+        """Set some partitions of a topic's assignment znode to (replicas, adding, removing),
+        the others as they are (a CreatePartitions meanwhile is read again and kept).
+        NoNodeError if the topic is gone."""
+        for _ in range(ASSIGNMENT_WRITE_ATTEMPTS):
+            data, stat = self.zk.get(znodes.topic_path(topic))
+            current = znodes.parse_assignment(topic, data)
+            partitions, adding, removing = (dict(current.partitions), dict(current.adding),
+                                            dict(current.removing))  # fmt: skip
+            for index, (replicas, added, removed) in changes.items():
+                partitions[index], adding[index], removing[index] = replicas, added, removed
+            updated = TopicAssignment(name=topic, topic_id=current.topic_id,
+                                      partitions=partitions, adding=adding,
+                                      removing=removing)  # fmt: skip
+            results = self.zk.multi(self._fenced(
+                SetData(znodes.topic_path(topic), znodes.encode_assignment(updated),
+                        stat.version)))  # fmt: skip
+            if _epoch_check_failed(results):
+                raise ControllerMovedError("the controller epoch changed under an assignment")
+            if not isinstance(results[1], BadVersionError):
+                if isinstance(results[1], ZooKeeperError):
+                    raise results[1]
+                return
+        raise BadVersionError(f"{znodes.topic_path(topic)} kept changing")
+
+    def write_reassignment_request(self, targets: Mapping[TopicPartition, tuple[int, ...]]
+                                   ) -> None:  # fmt: skip
+        """What is left of `/admin/reassign_partitions`: the znode goes when nothing is."""
+        if not targets:
+            self.delete(znodes.REASSIGN_PARTITIONS)
+            return
+        results = self.zk.multi(self._fenced(
+            SetData(znodes.REASSIGN_PARTITIONS, znodes.encode_reassignment(targets), -1)))
+        if _epoch_check_failed(results):
+            raise ControllerMovedError("the controller epoch changed")
+        if isinstance(results[1], ZooKeeperError) and not isinstance(results[1], NoNodeError):
+            raise results[1]
 
     def delete(self, path: str, *, recursive: bool = False) -> None:
         """Delete `path` (and, if `recursive`, everything under it), fenced; gone already is

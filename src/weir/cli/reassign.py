@@ -1,0 +1,317 @@
+"""`weir reassign`: move partitions between brokers, as kafka-reassign-partitions.sh does, with
+its JSON files and its messages.
+
+- `generate --topics-to-move-json-file F --broker-list 1,2,3` prints the topics' current
+  assignment and a proposed one over those brokers (Kafka's default placement, rack-aware when
+  every broker has a rack, each topic keeping its replication factor); nothing is changed.
+- `execute --reassignment-json-file F` starts the moves the file lists (AlterPartitionReassignments
+  to the controller) after printing the current assignment to keep for a rollback. A partition
+  already moving is refused unless `--additional` is given, which replaces its target.
+- `verify --reassignment-json-file F` says of each partition whether its move is complete.
+- `cancel --reassignment-json-file F` cancels the listed moves under way (the partitions go back
+  to their original replicas).
+- `list` shows every move under way with the replicas being added and removed.
+
+Changing a topic's replication factor is a reassignment to more or fewer replicas.
+
+The files are Kafka's: `{"version": 1, "topics": [{"topic": "t"}]}` and `{"version": 1,
+"partitions": [{"topic": "t", "partition": 0, "replicas": [1, 2], "log_dirs": ["any", "any"]}]}`
+(`log_dirs` other than "any" is refused: moves between a broker's directories are not served).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from kio.schema.alter_partition_reassignments.v0.request import (
+    AlterPartitionReassignmentsRequest,
+    ReassignablePartition,
+    ReassignableTopic,
+)
+from kio.schema.errors import ErrorCode
+from kio.schema.list_partition_reassignments.v0.request import ListPartitionReassignmentsRequest
+from kio.schema.metadata.v1.request import MetadataRequest
+from kio.schema.types import BrokerId, TopicName
+from kio.static.primitive import i32, i32Timedelta
+
+from weir.cli.broker_socket import BrokerConnection, connect_any
+from weir.cli.clients import ADMIN_TIMEOUT, add_bootstrap, add_client_settings, security_settings
+from weir.cluster.placement import BrokerSpec, PlacementError, kafka_assignment
+from weir.protocol.apis import ApiKey
+from weir.protocol.client_settings import ClientSecurity, ClientSettingsError
+
+CLIENT_ID = "weir-reassign"
+TIMEOUT = datetime.timedelta(seconds=30)
+TopicPartition = tuple[str, int]
+
+
+def register(commands: Any) -> None:
+    reassign = commands.add_parser(
+        "reassign", help="move partitions between brokers (as kafka-reassign-partitions.sh)"
+    )
+    sub = reassign.add_subparsers(dest="reassign_command", required=True, metavar="ACTION")
+    generate = sub.add_parser("generate", help="propose an assignment of topics over brokers")
+    generate.add_argument("--topics-to-move-json-file", type=Path, required=True)
+    generate.add_argument("--broker-list", required=True, metavar="ID[,ID...]")
+    generate.set_defaults(run=run_generate)
+    execute = sub.add_parser("execute", help="start the moves a reassignment file lists")
+    execute.add_argument("--additional", action="store_true",
+                         help="replace the targets of partitions already moving")  # fmt: skip
+    execute.set_defaults(run=run_execute)
+    verify = sub.add_parser("verify", help="whether the moves of a reassignment file are done")
+    verify.set_defaults(run=run_verify)
+    cancel = sub.add_parser("cancel", help="cancel the moves of a reassignment file")
+    cancel.set_defaults(run=run_cancel)
+    listing = sub.add_parser("list", help="the moves under way")
+    listing.set_defaults(run=run_list)
+    for parser in (execute, verify, cancel):
+        parser.add_argument("--reassignment-json-file", type=Path, required=True)
+    for parser in (generate, execute, verify, cancel, listing):
+        add_bootstrap(parser)
+        add_client_settings(parser)
+
+
+# ---- talking to the cluster ----------------------------------------------------------------------
+
+
+class Cluster:
+    """The cluster's metadata, and requests to its controller."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        try:
+            self.security = ClientSecurity.of(security_settings(args))
+        except ClientSettingsError as exc:
+            raise SystemExit(f"weir: {exc}") from None
+        self.bootstrap = args.bootstrap_server
+        self.metadata = self._metadata()
+
+    def _metadata(self) -> Any:
+        with connect_any(self.bootstrap, self.security, timeout=ADMIN_TIMEOUT,
+                         client_id=CLIENT_ID) as conn:  # fmt: skip
+            return conn.call(ApiKey.METADATA, 1, MetadataRequest(topics=None))
+
+    def assignment(self) -> dict[TopicPartition, tuple[int, ...]]:
+        return {(t.name, p.partition_index): tuple(p.replica_nodes)
+                for t in self.metadata.topics for p in t.partitions}  # fmt: skip
+
+    def to_controller(self, api_key: int, body: Any) -> Any:
+        """`body` to the controller (asked again once if the controller moved)."""
+        for _ in range(2):
+            controller = next((b for b in self.metadata.brokers
+                               if b.node_id == self.metadata.controller_id), None)  # fmt: skip
+            if controller is None:
+                raise SystemExit("weir: the cluster names no controller yet; try again")
+            with BrokerConnection(controller.host, controller.port, self.security,
+                                  timeout=ADMIN_TIMEOUT, client_id=CLIENT_ID) as conn:  # fmt: skip
+                response = conn.call(api_key, 0, body)
+            if response.error_code is not ErrorCode.not_controller:
+                break
+            self.metadata = self._metadata()
+        if response.error_code is not ErrorCode.none:
+            message = f": {response.error_message}" if response.error_message else ""
+            raise SystemExit(f"weir: {response.error_code.name.upper()}{message}")
+        return response
+
+    def ongoing(self) -> dict[TopicPartition, tuple[list[int], list[int], list[int]]]:
+        body = ListPartitionReassignmentsRequest(timeout=i32Timedelta.parse(TIMEOUT), topics=None)
+        response = self.to_controller(ApiKey.LIST_PARTITION_REASSIGNMENTS, body)
+        return {(t.name, p.partition_index): (list(p.replicas), list(p.adding_replicas),
+                                              list(p.removing_replicas))
+                for t in response.topics for p in t.partitions}  # fmt: skip
+
+    def alter(self, targets: dict[TopicPartition, tuple[int, ...] | None]
+              ) -> dict[TopicPartition, tuple[ErrorCode, str | None]]:  # fmt: skip
+        by_topic: dict[str, list[ReassignablePartition]] = {}
+        for (topic, index), target in sorted(targets.items(), key=lambda item: item[0]):
+            by_topic.setdefault(topic, []).append(ReassignablePartition(
+                partition_index=i32(index),
+                replicas=None if target is None else tuple(BrokerId(r) for r in target)))
+        body = AlterPartitionReassignmentsRequest(timeout=i32Timedelta.parse(TIMEOUT), topics=tuple(
+            ReassignableTopic(name=TopicName(t), partitions=tuple(ps))
+            for t, ps in by_topic.items()))  # fmt: skip
+        response = self.to_controller(ApiKey.ALTER_PARTITION_REASSIGNMENTS, body)
+        return {(t.name, p.partition_index): (p.error_code, p.error_message)
+                for t in response.responses for p in t.partitions}  # fmt: skip
+
+
+# ---- the files -----------------------------------------------------------------------------------
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except OSError as exc:
+        raise SystemExit(f"weir: cannot read {path}: {exc.strerror}") from None
+    except ValueError as exc:
+        raise SystemExit(f"weir: {path} is not JSON: {exc}") from None
+
+
+def read_plan(path: Path) -> dict[TopicPartition, tuple[int, ...]]:
+    """A reassignment file's partitions and their target replicas."""
+    document = _read_json(path)
+    entries = document.get("partitions") if isinstance(document, dict) else None
+    if not isinstance(entries, list) or not entries:
+        raise SystemExit(f"weir: {path} lists no partitions")
+    plan: dict[TopicPartition, tuple[int, ...]] = {}
+    for entry in entries:
+        try:
+            tp = (str(entry["topic"]), int(entry["partition"]))
+            replicas = tuple(int(r) for r in entry["replicas"])
+        except (KeyError, TypeError, ValueError):
+            raise SystemExit(f"weir: {path}: {entry!r} needs a topic, a partition and a list "
+                             "of replicas") from None  # fmt: skip
+        dirs = entry.get("log_dirs")
+        if dirs is not None and (not isinstance(dirs, list) or len(dirs) != len(replicas)):
+            raise SystemExit(f"weir: {path}: {tp[0]}-{tp[1]}: log_dirs must list one entry "
+                             "per replica")  # fmt: skip
+        if dirs is not None and any(d != "any" for d in dirs):
+            raise SystemExit(f"weir: {path}: {tp[0]}-{tp[1]}: moving replicas between log "
+                             "directories is not supported; give \"any\"")  # fmt: skip
+        if tp in plan:
+            raise SystemExit(f"weir: {path} lists {tp[0]}-{tp[1]} twice")
+        plan[tp] = replicas
+    return plan
+
+
+def plan_json(plan: dict[TopicPartition, tuple[int, ...]]) -> str:
+    return json.dumps({"version": 1, "partitions": [
+        {"topic": t, "partition": p, "replicas": list(r), "log_dirs": ["any"] * len(r)}
+        for (t, p), r in sorted(plan.items())
+    ]})  # fmt: skip
+
+
+def _name(tp: TopicPartition) -> str:
+    return f"{tp[0]}-{tp[1]}"
+
+
+# ---- the actions ---------------------------------------------------------------------------------
+
+
+def run_generate(args: argparse.Namespace) -> int:
+    document = _read_json(args.topics_to_move_json_file)
+    try:
+        topics = [str(t["topic"]) for t in document["topics"]]
+    except (KeyError, TypeError):
+        raise SystemExit(f"weir: {args.topics_to_move_json_file}: expected "
+                         '{"topics": [{"topic": "..."}], "version": 1}') from None  # fmt: skip
+    try:
+        wanted = [int(b) for b in args.broker_list.split(",") if b.strip()]
+    except ValueError:
+        raise SystemExit(f"weir: --broker-list takes broker ids, not {args.broker_list!r}"
+                         ) from None  # fmt: skip
+    cluster = Cluster(args)
+    known = {b.node_id: b.rack for b in cluster.metadata.brokers}
+    unknown = sorted(set(wanted) - set(known))
+    if unknown:
+        raise SystemExit(f"weir: brokers {unknown} are not in the cluster")
+    current = cluster.assignment()
+    missing = sorted(set(topics) - {t for t, _ in current})
+    if missing:
+        raise SystemExit(f"weir: unknown topic {', '.join(missing)}")
+    specs = [BrokerSpec(node_id, known[node_id]) for node_id in sorted(wanted)]
+    if any(s.rack is None for s in specs):
+        specs = [BrokerSpec(s.node_id) for s in specs]
+    existing, proposed = {}, {}
+    for topic in topics:
+        partitions = {i: r for (t, i), r in current.items() if t == topic}
+        existing.update({(topic, i): r for i, r in partitions.items()})
+        factor = len(next(iter(partitions.values())))
+        try:
+            placed = kafka_assignment(specs, len(partitions), factor)
+        except PlacementError as exc:
+            raise SystemExit(f"weir: {topic}: {exc}") from None
+        proposed.update({(topic, i): tuple(r) for i, r in placed.items()})
+    print("Current partition replica assignment")
+    print(plan_json(existing))
+    print()
+    print("Proposed partition reassignment configuration")
+    print(plan_json(proposed))
+    return 0
+
+
+def run_execute(args: argparse.Namespace) -> int:
+    plan = read_plan(args.reassignment_json_file)
+    cluster = Cluster(args)
+    current = cluster.assignment()
+    missing = [_name(tp) for tp in plan if tp not in current]
+    if missing:
+        raise SystemExit(f"weir: unknown partitions {', '.join(missing)}")
+    moving = cluster.ongoing()
+    if moving and not args.additional:
+        raise SystemExit("weir: Cannot execute because there is an existing partition "
+                         "assignment.  Use --additional to override this and create a new "
+                         "partition assignment in addition to the existing one.")  # fmt: skip
+    print("Current partition replica assignment")
+    print()
+    print(plan_json({tp: current[tp] for tp in plan}))
+    print()
+    print("Save this to use as the --reassignment-json-file option during rollback")
+    started, failed = _report(cluster.alter(dict(plan)))
+    if started:
+        print(f"Successfully started partition reassignments for {','.join(started)}")
+    return 1 if failed else 0
+
+
+def _report(outcome: dict[TopicPartition, tuple[ErrorCode, str | None]]) -> tuple[list[str], bool]:
+    """The partitions the controller accepted; each refusal goes to stderr. (accepted, any
+    refused)"""
+    refused = {tp: o for tp, o in outcome.items() if o[0] is not ErrorCode.none}
+    for tp, (code, message) in sorted(refused.items()):
+        print(f"weir: {_name(tp)}: {code.name.upper()}{f': {message}' if message else ''}",
+              file=sys.stderr)  # fmt: skip
+    return [_name(tp) for tp in sorted(outcome) if tp not in refused], bool(refused)
+
+
+def run_verify(args: argparse.Namespace) -> int:
+    plan = read_plan(args.reassignment_json_file)
+    cluster = Cluster(args)
+    moving = cluster.ongoing()
+    current = cluster.assignment()
+    print("Status of partition reassignment:")
+    failed = False
+    for tp, target in sorted(plan.items()):
+        if tp in moving:
+            print(f"Reassignment of partition {_name(tp)} is still in progress.")
+        elif current.get(tp) == target:
+            print(f"Reassignment of partition {_name(tp)} is completed.")
+        else:
+            failed = True
+            print(f"There is no active reassignment of partition {_name(tp)}, but replica set "
+                  f"is {list(current.get(tp, ()))} rather than {list(target)}.")  # fmt: skip
+    return 1 if failed else 0
+
+
+def run_cancel(args: argparse.Namespace) -> int:
+    plan = read_plan(args.reassignment_json_file)
+    cluster = Cluster(args)
+    moving = cluster.ongoing()
+    wanted = {tp: None for tp in plan if tp in moving}
+    if wanted:
+        cancelled, failed = _report(cluster.alter(dict(wanted)))
+        if cancelled:
+            print(f"Successfully cancelled partition reassignments for: {','.join(cancelled)}")
+        if failed:
+            return 1
+    idle = [_name(tp) for tp in sorted(plan) if tp not in moving]
+    if idle:
+        print(f"None of the specified partition reassignments are active: {','.join(idle)}"
+              if not wanted else f"Not moving: {','.join(idle)}")  # fmt: skip
+    return 0
+
+
+def run_list(args: argparse.Namespace) -> int:
+    moving = Cluster(args).ongoing()
+    if not moving:
+        print("No partition reassignments found.")
+        return 0
+    print("Current partition reassignments:")
+    for tp, (replicas, adding, removing) in sorted(moving.items()):
+        print(f"{_name(tp)}: replicas: {','.join(map(str, replicas))}. "
+              f"adding: {','.join(map(str, adding))}. "
+              f"removing: {','.join(map(str, removing))}.")  # fmt: skip
+    return 0
