@@ -185,3 +185,92 @@ def test_weir_reassign_changes_the_replication_factor_up_and_down(
     assert cancelled.returncode == 0, cancelled.stderr
     view = metadata_of_all(brokers.values())[1].topics["rf"][0]
     assert sorted(view.replicas) == [2, 3], "a refused plan moved nothing"
+
+
+@pytest.mark.slow
+def test_a_move_survives_its_controller_and_its_old_leader_killed(
+    zookeeper, cluster_brokers, zk_view, tmp_path, figure
+):
+    """Faults mid-move, under idempotent acks=all load, each move held open by pausing its new
+    replica (SIGSTOP) so it cannot catch up: (1) the controller is killed -9, and its successor
+    finishes the move once the new replica runs again; (2) the partition's leader, which is
+    leaving, is killed -9, another in-sync replica leads, and the move completes without it.
+    No acknowledged record is lost or written twice."""
+    brokers = cluster_brokers.start_cluster(f"{zookeeper.connect}{CHROOT}", 4, config=CONFIG)
+    controller = wait_settled(brokers.values())
+    others = [n for n in sorted(brokers) if n != controller]
+    x, y, z = others
+    bootstrap = ",".join(b.bootstrap for b in brokers.values())
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    create_topics(admin, NewTopic("held", 2, replica_assignment=[[x, y], [x, y]],
+                                  config={"min.insync.replicas": "2"}))  # fmt: skip
+    del admin
+    history = History()
+    producer = ProducerWorker(0, bootstrap, "held", 2, 200.0, history)
+    producer.start()
+
+    def live() -> str:
+        """The brokers that answer (not paused, not killed): clients that pick any broker
+        (kafka-python's admin client does) would wait on a paused one."""
+        return ",".join(b.bootstrap for n, b in brokers.items() if b.running() and n != z)
+
+    def move(partition: int, replicas: list[int]) -> None:
+        path = plan(tmp_path / f"move-{partition}.json", {partition: replicas}, "held")
+        done = weir("reassign", "execute", "--reassignment-json-file", str(path),
+                    "--bootstrap-server", live())  # fmt: skip
+        assert done.returncode == 0, done.stderr
+
+    def moving(partition: int) -> bool:
+        done = weir("reassign", "list", "--bootstrap-server", live())
+        assert done.returncode == 0, done.stderr
+        return f"held-{partition}: replicas:" in done.stdout
+
+    try:
+        poll(lambda: len(history.acked) > 200, 60, "acknowledgements before the faults")
+        # (1) the controller killed while partition 0 moves [x, y] -> [y, z]
+        brokers[z].pause()
+        move(0, [y, z])
+        assert moving(0)
+        brokers[controller].kill()
+        _, took = poll(lambda: zk_view.controller() not in (None, controller), 60,
+                       "a new controller")  # fmt: skip
+        figure("controller kill -9 -> successor", took)
+        poll(lambda: moving(0), 30, "the move still under way on the new controller")
+        brokers[z].resume()
+        _, took = poll(lambda: not moving(0), 90, "the move finished by the new controller")
+        figure("new replica resumed -> move complete", took)
+        brokers[controller].start()
+
+        # (2) the leaving leader killed while partition 1 moves [x, y] -> [y, z]
+        assert metadata_of_all([brokers[y]])[y].topics["held"][1].leader == x  # preferred
+        brokers[z].pause()
+        move(1, [y, z])
+        assert moving(1)
+        brokers[x].kill()
+        brokers[z].resume()
+        _, took = poll(lambda: not moving(1), 90, "the move complete without its old leader")
+        figure("leaving leader kill -9 -> move complete", took)
+        brokers[x].start()
+        acked = len(history.acked)
+        poll(lambda: len(history.acked) > acked + 200, 60, "acknowledgements after the faults")
+    finally:
+        for broker in brokers.values():
+            if broker.running():
+                broker.resume()
+        producer.stop()
+        producer.join(90)
+        close_client(producer)
+
+    def moved() -> bool:
+        views = metadata_of_all([b for b in brokers.values() if b.running()]).values()
+        return all(sorted(v.topics["held"][p].replicas) == sorted([y, z]) for v in views
+                   for p in (0, 1))  # fmt: skip
+
+    poll(moved, 30, "both partitions on their target replicas everywhere")
+    assert producer.unflushed == 0
+    ends = read_everything(bootstrap, "held", 2, history)
+    verdict = check(history, ends)
+    errors = {"send": dict(history.send_errors), "client": dict(history.client_errors)}
+    assert verdict.lost == [] and verdict.duplicated == [] and verdict.divergent == [], (
+        verdict, errors)
+    figure("records acknowledged", verdict.acked, "records")

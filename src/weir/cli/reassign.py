@@ -25,6 +25,7 @@ import argparse
 import datetime
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -39,13 +40,16 @@ from kio.schema.metadata.v1.request import MetadataRequest
 from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i32, i32Timedelta
 
-from weir.cli.broker_socket import BrokerConnection, connect_any
+from weir.cli.broker_socket import BrokerConnection, BrokerConnectionError, connect_any
 from weir.cli.clients import ADMIN_TIMEOUT, add_bootstrap, add_client_settings, security_settings
 from weir.cluster.placement import BrokerSpec, PlacementError, kafka_assignment
 from weir.protocol.apis import ApiKey
 from weir.protocol.client_settings import ClientSecurity, ClientSettingsError
 
 CLIENT_ID = "weir-reassign"
+#: how long a request waits for a controller that is moving, and between looks
+CONTROLLER_WAIT_S = 15.0
+CONTROLLER_RETRY_S = 0.5
 TIMEOUT = datetime.timedelta(seconds=30)
 TopicPartition = tuple[str, int]
 
@@ -100,22 +104,37 @@ class Cluster:
                 for t in self.metadata.topics for p in t.partitions}  # fmt: skip
 
     def to_controller(self, api_key: int, body: Any) -> Any:
-        """`body` to the controller (asked again once if the controller moved)."""
-        for _ in range(2):
-            controller = next((b for b in self.metadata.brokers
-                               if b.node_id == self.metadata.controller_id), None)  # fmt: skip
-            if controller is None:
-                raise SystemExit("weir: the cluster names no controller yet; try again")
-            with BrokerConnection(controller.host, controller.port, self.security,
-                                  timeout=ADMIN_TIMEOUT, client_id=CLIENT_ID) as conn:  # fmt: skip
-                response = conn.call(api_key, 0, body)
-            if response.error_code is not ErrorCode.not_controller:
+        """`body` to the controller; while the controller moves (NOT_CONTROLLER, none named
+        yet, or the named one not reachable) it is looked up again, for CONTROLLER_WAIT_S."""
+        deadline = time.monotonic() + CONTROLLER_WAIT_S
+        while True:
+            response, why = self._try_controller(api_key, body)
+            if response is not None:
                 break
+            if time.monotonic() > deadline:
+                raise SystemExit(f"weir: {why}")
+            time.sleep(CONTROLLER_RETRY_S)
             self.metadata = self._metadata()
         if response.error_code is not ErrorCode.none:
             message = f": {response.error_message}" if response.error_message else ""
             raise SystemExit(f"weir: {response.error_code.name.upper()}{message}")
         return response
+
+    def _try_controller(self, api_key: int, body: Any) -> tuple[Any, str]:
+        """(the controller's response, "") or (None, why it could not be had now)."""
+        controller = next((b for b in self.metadata.brokers
+                           if b.node_id == self.metadata.controller_id), None)  # fmt: skip
+        if controller is None:
+            return None, "the cluster names no controller"
+        try:
+            with BrokerConnection(controller.host, controller.port, self.security,
+                                  timeout=ADMIN_TIMEOUT, client_id=CLIENT_ID) as conn:  # fmt: skip
+                response = conn.call(api_key, 0, body)
+        except BrokerConnectionError as exc:
+            return None, f"the controller: {exc}"
+        if response.error_code is ErrorCode.not_controller:
+            return None, f"broker {controller.node_id} is no longer the controller"
+        return response, ""
 
     def ongoing(self) -> dict[TopicPartition, tuple[list[int], list[int], list[int]]]:
         body = ListPartitionReassignmentsRequest(timeout=i32Timedelta.parse(TIMEOUT), topics=None)
