@@ -42,6 +42,10 @@ class Session:
     close_after_response: bool = field(default=False)
     #: when the connection must have authenticated (event-loop time), once it is counted
     deadline: float | None = None
+    #: how long (ms) the connection is muted after the response being served is sent: a client
+    #: over its quota (KIP-219); `throttle_before_response`: the response waits that long instead
+    throttle_ms: int = 0
+    throttle_before_response: bool = False
 
     @property
     def authenticated(self) -> bool:
