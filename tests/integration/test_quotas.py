@@ -5,6 +5,7 @@ to their rates (KIP-219: throttle_time_ms reported, the connection muted, nothin
 
 from __future__ import annotations
 
+import datetime
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -24,18 +25,23 @@ from weir.protocol.client_settings import ClientSecurity
 
 TIMEOUT = 30
 EXACT, DEFAULT, SPECIFIED = 0, 1, 2
-#: the quota the producer and consumer are held to, and how the rate is measured: past the
-#: first windows (the quota's 11 s of samples let a first burst through), over 12 s
+#: the quota the producer and consumer are held to, and how long they run against it: long
+#: enough for two of the quota's cycles (see `rate_over_quota_cycles`)
 BOUND = 128 * 1024
-WARM_UP_S, MEASURE_S = 12.0, 12.0
+RUN_S = 27.0
 Entity = tuple[tuple[str, str | None], ...]
+
+
+def connect(broker: BrokerProcess, client_id: str) -> BrokerConnection:
+    host, port = broker.bootstrap.rsplit(":", 1)
+    return BrokerConnection(
+        host, int(port), ClientSecurity.of({}), timeout=TIMEOUT, client_id=client_id
+    )
 
 
 @pytest.fixture
 def raw(broker: BrokerProcess) -> Iterator[BrokerConnection]:
-    host, port = broker.bootstrap.rsplit(":", 1)
-    with BrokerConnection(host, int(port), ClientSecurity.of({}), timeout=TIMEOUT,
-                          client_id="quota-admin") as connection:  # fmt: skip
+    with connect(broker, "quota-admin") as connection:
         yield connection
 
 
@@ -190,6 +196,21 @@ def test_quota_cli_bad_input(
 # ---- enforcement -----------------------------------------------------------------------------
 
 
+def test_request_percentage_throttles_only_the_client_over_it(
+    broker: BrokerProcess, raw: BrokerConnection
+) -> None:
+    """A request_percentage of 0: any time spent on the client's requests is over it, and the
+    throttle is at most one window (1 s), as Kafka bounds request-time throttles."""
+    assert alter(raw, (("client-id", "greedy"),), request_percentage=0).error_code == 0
+    with connect(broker, "greedy") as greedy:
+        request = describe_v1.DescribeClientQuotasRequest(components=(), strict=False)
+        answered = greedy.call(ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, request)
+    assert answered.error_code == ErrorCode.none
+    assert answered.throttle_time == datetime.timedelta(seconds=1)
+    assert describe(raw).throttle_time == datetime.timedelta(0)
+
+
+
 class Throttles:
     """librdkafka's throttle_cb: the throttle times brokers reported."""
 
@@ -200,10 +221,34 @@ class Throttles:
         self.times_ms.append(int(event.throttle_time * 1000))
 
 
-def rate_after_warm_up(events: list[tuple[float, int]], started: float) -> float:
-    """Bytes per second of `events` (time, bytes) in the measured span after the warm-up."""
-    first, last = started + WARM_UP_S, started + WARM_UP_S + MEASURE_S
-    return sum(size for at, size in events if first <= at < last) / MEASURE_S
+def rate_over_quota_cycles(events: list[tuple[float, int]]) -> tuple[float, int]:
+    """Bytes per second of `events` (time, bytes) over whole quota cycles, and how many.
+
+    Kafka's rate lets a client that always has more to send take `quota.window.num - 1`
+    windows' worth of its quota at once (a burst), whenever the sample holding its last burst
+    has expired, and little until then: it moves in cycles of about 11 s. Its rate is taken from
+    the first burst's start to the last one's."""
+    starts = burst_starts(events)
+    assert len(starts) >= 2, f"bursts began at {starts} only"
+    first, last = starts[0], starts[-1]
+    moved = sum(size for at, size in events if first <= at < last)
+    return moved / (last - first), len(starts) - 1
+
+
+def burst_starts(events: list[tuple[float, int]]) -> list[float]:
+    """When each burst began: a run of events less than 0.1 s apart carrying at least three
+    seconds' worth of the quota."""
+    starts, run_start, run_bytes, previous = [], 0.0, 0, None
+    for at, size in [*events, (float("inf"), 0)]:
+        if previous is not None and at - previous >= 0.1:
+            if run_bytes >= 3 * BOUND:
+                starts.append(run_start)
+            run_start, run_bytes = at, 0
+        elif previous is None:
+            run_start = at
+        run_bytes += size
+        previous = at
+    return starts
 
 
 def create_topic(broker: BrokerProcess, name: str) -> None:
@@ -225,12 +270,12 @@ def test_producer_byte_rate_holds_a_producer_to_its_rate(
             delivered.append((time.monotonic(), len(message.value())))
 
     producer = Producer({
-        "bootstrap.servers": broker.bootstrap, "client.id": "quota-producer",
-        "linger.ms": 5, "queue.buffering.max.kbytes": 256, "throttle_cb": throttles,
+        "bootstrap.servers": broker.bootstrap, "client.id": "quota-producer", "linger.ms": 5,
+        "batch.size": 16384, "queue.buffering.max.kbytes": 256, "throttle_cb": throttles,
     })  # fmt: skip
     value, sent = b"x" * 1000, 0
     started = time.monotonic()
-    while time.monotonic() - started < WARM_UP_S + MEASURE_S:
+    while time.monotonic() - started < RUN_S:
         try:
             producer.produce("produced", value, on_delivery=on_delivery)
             sent += 1
@@ -238,8 +283,8 @@ def test_producer_byte_rate_holds_a_producer_to_its_rate(
             producer.poll(0.05)
         producer.poll(0)
     assert producer.flush(TIMEOUT) == 0
-    rate = rate_after_warm_up(delivered, started)
-    figure("producer rate held to producer_byte_rate=131072", rate, "B/s")
+    rate, cycles = rate_over_quota_cycles(delivered)
+    figure(f"producer rate held to producer_byte_rate=131072 over {cycles} cycles", rate, "B/s")
     assert rate == pytest.approx(BOUND, rel=0.2)
     assert throttles.times_ms and max(throttles.times_ms) > 0
     assert failures == [] and len(delivered) == sent
@@ -259,7 +304,7 @@ def test_consumer_byte_rate_holds_a_consumer_to_its_rate(
 ) -> None:
     create_topic(broker, "consumed")
     producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 20})
-    count, value = 6000, b"y" * 1000
+    count, value = 9000, b"y" * 1000
     for _ in range(count):
         producer.produce("consumed", value)
         producer.poll(0)
@@ -269,18 +314,18 @@ def test_consumer_byte_rate_holds_a_consumer_to_its_rate(
     consumer = Consumer({
         "bootstrap.servers": broker.bootstrap, "client.id": "quota-consumer", "group.id": "q",
         "auto.offset.reset": "earliest", "throttle_cb": throttles,
-        "fetch.max.bytes": 65536, "max.partition.fetch.bytes": 65536,
-        "message.max.bytes": 65536, "queued.max.messages.kbytes": 128,
+        "fetch.max.bytes": 16384, "max.partition.fetch.bytes": 16384,
+        "message.max.bytes": 16384, "queued.max.messages.kbytes": 64,
     })  # fmt: skip
     consumer.subscribe(["consumed"])
     started = time.monotonic()
-    while time.monotonic() - started < WARM_UP_S + MEASURE_S:
+    while time.monotonic() - started < RUN_S:
         message = consumer.poll(0.1)
         if message is not None and message.error() is None:
             received.append((time.monotonic(), len(message.value())))
             offsets.append(message.offset())
-    rate = rate_after_warm_up(received, started)
-    figure("consumer rate held to consumer_byte_rate=131072", rate, "B/s")
+    rate, cycles = rate_over_quota_cycles(received)
+    figure(f"consumer rate held to consumer_byte_rate=131072 over {cycles} cycles", rate, "B/s")
     assert rate == pytest.approx(BOUND, rel=0.2)
     assert throttles.times_ms and max(throttles.times_ms) > 0
     # with the quota removed the rest arrives at once; nothing was skipped or repeated

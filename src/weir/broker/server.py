@@ -638,7 +638,7 @@ class Broker:
         it is recorded (Kafka's request quota) and a client over it is throttled."""
         quotas = self.context.quotas
         handling = HANDLERS[request.api_key](self.context, request)
-        if quotas is None or not quotas.request.enabled or request.api_key in _REQUEST_QUOTA_EXEMPT:
+        if quotas is None or not quotas.request.enabled or _quota_exempt(request):
             return await handling
         timed: BusyTime[Any] = BusyTime(handling)
         result = await timed
@@ -680,6 +680,13 @@ async def _receive(transport: Transport, decoder: FrameDecoder) -> bool:
     data = await transport.recv(RECV_BYTES)
     decoder.receive_data(data)
     return bool(data)
+
+
+def _quota_exempt(request: Request) -> bool:
+    """Whether the request quota leaves this request alone: another broker's (a follower's
+    fetch among them) or the authentication exchange."""
+    replica_id = getattr(request.body, "replica_id", -1)
+    return request.api_key in _REQUEST_QUOTA_EXEMPT or replica_id >= 0
 
 
 def timedelta_ms(milliseconds: int) -> datetime.timedelta:
