@@ -53,7 +53,7 @@ def alter(
     request = alter_v1.AlterClientQuotasRequest(
         entries=(alter_v1.EntryData(
             entity=tuple(alter_v1.EntityData(entity_type=t, entity_name=n) for t, n in entity),
-            ops=tuple(alter_v1.OpData(key=k, value=f64(v or 0.0), remove=v is None)
+            ops=tuple(alter_v1.OpData(key=k, value=f64(float(v or 0)), remove=v is None)
                       for k, v in ops.items()),
         ),),
         validate_only=validate_only,
@@ -303,7 +303,10 @@ def test_consumer_byte_rate_holds_a_consumer_to_its_rate(
     broker: BrokerProcess, raw: BrokerConnection, figure: Callable[..., None]
 ) -> None:
     create_topic(broker, "consumed")
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 20})
+    # small batches: a fetch returns whole batches, and the quota lets through or throttles a
+    # whole fetch, so batches much larger than a second's worth would make the rate coarse
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 20,
+                         "batch.size": 16384})  # fmt: skip
     count, value = 9000, b"y" * 1000
     for _ in range(count):
         producer.produce("consumed", value)
