@@ -627,20 +627,20 @@ class Broker:
         authorizer = self.context.authorizer
         result = refusal(authorizer, request) if authorizer is not None else None
         if result is None:
-            result = await self._handle(request)
+            quotas = self.context.quotas
+            if quotas is not None and quotas.request.enabled and not _quota_exempt(request):
+                result = await self._handle_in_request_quota(request, quotas)
+            else:
+                result = await HANDLERS[request.api_key](self.context, request)
         self._request_log.record(request, result, started)
         if result is None or isinstance(result, ChunkedResponse):
             return result
         return encode_response(request.api_key, request.api_version, request.correlation_id, result)
 
-    async def _handle(self, request: Request) -> Any:
-        """The handler's response; where a request quota is set, the time the loop spent on
-        it is recorded (Kafka's request quota) and a client over it is throttled."""
-        quotas = self.context.quotas
-        handling = HANDLERS[request.api_key](self.context, request)
-        if quotas is None or not quotas.request.enabled or _quota_exempt(request):
-            return await handling
-        timed: BusyTime[Any] = BusyTime(handling)
+    async def _handle_in_request_quota(self, request: Request, quotas: ClientQuotas) -> Any:
+        """The handler's response, the time the loop spent on it recorded against the client's
+        request quota; a client over it is throttled."""
+        timed: BusyTime[Any] = BusyTime(HANDLERS[request.api_key](self.context, request))
         result = await timed
         user, client_id = client_identity(request.client_id)
         throttle_ms = quotas.request.record(user, client_id, busy_percentage(timed.busy_ns))
