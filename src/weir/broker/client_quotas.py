@@ -20,9 +20,12 @@ response is sent (KIP-219; for Produce before v6 and Fetch before v8, whose clie
 throttle themselves, the response waits instead). A broker with no quota of a type configured
 spends one check of an empty dict per request on it.
 
-`request_percentage` on a single event loop: the time the loop spends running a client's requests
-(their decoding, handling and encoding, not the time they wait) as a percentage of the window,
-100 being all of the one loop, where Kafka counts its request handler and network threads.
+`request_percentage` on a single event loop: the time the loop spends running the handlers of a
+client's requests (each step up to a wait, not the waits; decoding and encoding are left out) as
+a percentage of the window, 100 being all of the one loop, where Kafka counts the time of its
+request handler and network threads. Requests from other brokers and the SASL exchange are not
+counted, as Kafka exempts them; a Fetch response carries only the byte-rate throttle (it is
+encoded before its handler's time is known), though the connection waits out the longer one.
 
 Thread-safety (docs/threads.md): event-loop only; the store's change notifications are handed to
 the loop.
