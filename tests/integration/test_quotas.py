@@ -338,3 +338,34 @@ def test_consumer_byte_rate_holds_a_consumer_to_its_rate(
         offsets.append(message.offset())
     consumer.close()
     assert offsets == list(range(count))
+
+
+def test_a_user_quota_applies_to_the_authenticated_principal(broker_factory: Any) -> None:
+    """A quota of user alice throttles alice's producer on a SASL listener and not bob's, whose
+    client id is the same."""
+    broker = broker_factory(
+        "sasl",
+        listeners="PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+        **{"sasl.enabled.mechanisms": "PLAIN", "sasl.plain.users.alice": "alice-secret",
+           "sasl.plain.users.bob": "bob-secret", "num.partitions": 1},
+    )  # fmt: skip
+    with connect(broker, "quota-admin") as raw:
+        assert alter(raw, (("user", "alice"),), producer_byte_rate=1000).error_code == 0
+    sasl = f"127.0.0.1:{broker.listeners['SASL_PLAINTEXT']}"
+
+    def throttles_of(user: str) -> list[int]:
+        throttles, reports = Throttles(), []
+        producer = Producer({
+            "bootstrap.servers": sasl, "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "PLAIN", "sasl.username": user, "sasl.password": f"{user}-secret",
+            "client.id": "shared", "linger.ms": 0, "throttle_cb": throttles,
+        })  # fmt: skip
+        for _ in range(12):  # 12 kB: over what 1000 B/s allows in the first windows
+            producer.produce("by-user", b"x" * 1000, on_delivery=lambda e, _m: reports.append(e))
+        assert producer.flush(TIMEOUT) == 0
+        producer.poll(0.5)
+        assert reports == [None] * 12
+        return throttles.times_ms
+
+    assert throttles_of("bob") == []
+    assert max(throttles_of("alice")) > 0
