@@ -1,6 +1,7 @@
 """Client quotas in a cluster: a quota altered through broker 1 lands in ZooKeeper in Kafka's
 layout (`/config/users/<user>/clients/<client-id>`, a `/config/changes` notification naming it),
-is described by broker 2, and throttles a producer writing to broker 2, without a restart."""
+is described by broker 2, and throttles a producer writing to broker 2, without a restart; a
+user's quotas share its znode with its SCRAM credentials and leave them as they were."""
 
 from __future__ import annotations
 
@@ -63,3 +64,34 @@ def test_a_quota_altered_through_one_broker_holds_on_another(
                        "clients").stdout == expected, TIMEOUT, "broker 2 describing the quota")
     throttles = throttled_on(two.bootstrap, "on-two")
     assert throttles and max(throttles) > 0
+
+
+def test_a_users_quotas_leave_its_scram_credentials_alone(
+    zookeeper, cluster_brokers, zk_view
+) -> None:
+    connect = f"{zookeeper.connect}{CHROOT}"
+    brokers = cluster_brokers.start_cluster(connect, 1)
+    wait_settled(brokers.values())
+    made = subprocess.run(
+        [sys.executable, "-m", "weir.cli.main", "user", "create", "carol", "--zookeeper", connect,
+         "--mechanism", "SCRAM-SHA-512", "--password", "carol-secret"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    credential = zk_view.json("/config/users/carol")["config"]["SCRAM-SHA-512"]
+
+    bootstrap = brokers[1].bootstrap
+    done = quota(bootstrap, "alter", "--entity-type", "users", "--entity-name", "carol",
+                 "--add-config", "consumer_byte_rate=2048")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert zk_view.json("/config/users/carol")["config"] == {
+        "SCRAM-SHA-512": credential, "consumer_byte_rate": "2048"}  # fmt: skip
+    shown = quota(bootstrap, "describe", "--entity-type", "users")
+    assert shown.stdout == (
+        "Quota configs for user-principal 'carol' are consumer_byte_rate=2048.0\n"
+    )
+    done = quota(bootstrap, "alter", "--entity-type", "users", "--entity-name", "carol",
+                 "--delete-config", "consumer_byte_rate")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert zk_view.json("/config/users/carol")["config"] == {"SCRAM-SHA-512": credential}
+    assert quota(bootstrap, "describe", "--entity-type", "users").stdout == ""
