@@ -86,6 +86,7 @@ class ClientQuotaManager:
         self._bounds: dict[QuotaEntity, float] = {}
         self._rates: dict[tuple[str, str], SampledRate] = {}
         self._resolved: dict[tuple[str, str], Quota | None] = {}
+        self._last_sweep_ms = 0
 
     @property
     def enabled(self) -> bool:
@@ -107,13 +108,28 @@ class ClientQuotaManager:
         if quota is None:
             return 0
         tags, bound = quota
+        now_ms = self._clock.monotonic_ms()
+        if now_ms - self._last_sweep_ms >= self.window.span_ms:
+            self._sweep(now_ms)
         rate = self._rates.get(tags)
         if rate is None:
             rate = self._rates[tags] = SampledRate(self.window)
-        now_ms = self._clock.monotonic_ms()
         rate.record(value, now_ms)
         measured = rate.measure(now_ms)
         return throttle_time_ms(measured, bound, rate.window_size_ms(now_ms), self.max_throttle_ms)
+
+    def _sweep(self, now_ms: int) -> None:
+        """Forget the clients that sent nothing within all the windows (their rates are 0, as
+        new ones would be), so clients that come and go do not pile up (Kafka expires their
+        sensors too)."""
+        self._last_sweep_ms = now_ms
+        self._rates = {tags: r for tags, r in self._rates.items() if not r.idle(now_ms)}
+        self._resolved = {}
+
+    @property
+    def clients_measured(self) -> int:
+        """How many rates are kept (clients, or groups of them sharing a quota)."""
+        return len(self._rates)
 
     def unrecord(self, user: str, client_id: str, value: float) -> None:
         """Take back a recorded value (a throttled fetch returns no records)."""

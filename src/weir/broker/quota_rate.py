@@ -46,15 +46,22 @@ class _Sample:
 class SampledRate:
     """A rate per second over sliding windows (Kafka's `Rate` of a `WindowedSum`)."""
 
-    __slots__ = ("_current", "_samples", "window")
+    __slots__ = ("_current", "_samples", "last_record_ms", "window")
 
     def __init__(self, window: QuotaWindow) -> None:
         self.window = window
         self._samples: list[_Sample] = []
         self._current = 0
+        #: when a value was last recorded
+        self.last_record_ms = 0
+
+    def idle(self, now_ms: int) -> bool:
+        """Whether nothing was recorded within all the windows: it measures 0, as a new one."""
+        return now_ms - self.last_record_ms >= self.window.span_ms
 
     def record(self, value: float, now_ms: int) -> None:
         """Add `value` to the current sample (a new one once the current is a window old)."""
+        self.last_record_ms = now_ms
         sample = self._current_sample(now_ms)
         if now_ms - sample.start_ms >= self.window.size_ms:
             sample = self._advance(now_ms)

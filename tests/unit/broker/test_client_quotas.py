@@ -78,6 +78,21 @@ def test_throttle_is_kafkas_and_clears_as_the_window_moves_on() -> None:
     assert quotas.record("ANONYMOUS", "app", 0) == 0
 
 
+def test_clients_idle_for_all_the_windows_are_forgotten() -> None:
+    quotas, clock = manager({QuotaEntity(None, D): 1000.0})
+    for client_id in ("a", "b", "c"):
+        quotas.record("u", client_id, 100)
+    assert quotas.clients_measured == 3
+    clock.advance(6000)
+    quotas.record("u", "a", 100)
+    clock.advance(6000)  # b and c: 12 s idle; a: 6 s
+    quotas.record("u", "d", 100)
+    assert quotas.clients_measured == 2
+    # a's 100 bytes of 6 s ago were kept: 10 kB over the 10 s minimum, then 11 kB
+    assert quotas.record("u", "a", 9_900) == 0
+    assert quotas.record("u", "a", 1_000) == 1000
+
+
 def test_unrecord_takes_a_value_back() -> None:
     quotas, _ = manager({QuotaEntity(None, "app"): 1000.0})
     assert quotas.record("u", "app", 15_000) == 5000
