@@ -45,6 +45,7 @@ from weir.broker.replica_manager import ReplicaManager
 from weir.broker.security.inter_broker import InterBrokerSecurity
 from weir.broker.security.listeners import Listener
 from weir.cluster import znodes
+from weir.cluster.client_quota_configs import ZooKeeperClientQuotaConfigs
 from weir.cluster.controller import Controller, LeaderBalance
 from weir.cluster.entity_configs import ZooKeeperEntityConfigs, ZooKeeperUserConfigs
 from weir.cluster.placement import BrokerSpec, assign
@@ -187,6 +188,7 @@ class ClusterNode:
         self.cache = MetadataCache(config.inter_broker_listener.name)
         self.user_configs = ZooKeeperUserConfigs(self.store.client)
         self.broker_configs = ZooKeeperEntityConfigs(self.store.client, znodes.BROKERS)
+        self.client_quota_configs = ZooKeeperClientQuotaConfigs(self.store.client)
         self.fetchers: ReplicaFetchers | None = None
         self._replicas: ReplicaManager | None = None
         self._to_controller: PeerConnection | None = None
@@ -201,6 +203,7 @@ class ClusterNode:
         self.store.start(self.config.zookeeper_connection_timeout_ms / 1000)
         self.user_configs.start()
         self.broker_configs.start()
+        self.client_quota_configs.start()
 
     def register(self, listeners: list[Listener]) -> None:
         """Join the cluster: register this broker with the advertised address of each of its

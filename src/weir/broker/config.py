@@ -78,6 +78,9 @@ class BrokerConfig:
     max_connections: int = 2**31 - 1
     max_connections_per_ip: int = 2**31 - 1
     queued_max_request_bytes: int = 256 * 1024 * 1024
+    #: client quotas' rates are measured over this many samples of this many seconds each
+    quota_window_num: int = 11
+    quota_window_size_seconds: int = 1
     rack: str | None = None
     zookeeper: str | None = None
     zookeeper_session_timeout_ms: int = 18_000

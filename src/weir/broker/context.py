@@ -10,6 +10,7 @@ from kio.schema.errors import ErrorCode
 
 from weir.broker.authz.acl import AclOperation, ResourceType
 from weir.broker.authz.authorizer import Authorizer
+from weir.broker.client_quotas import ClientQuotas
 from weir.broker.cluster_node import ClusterNode, LiveBroker
 from weir.broker.config import BrokerConfig
 from weir.broker.dynamic_config import DynamicBrokerConfig
@@ -66,6 +67,8 @@ class BrokerContext:
     authorizer: Authorizer | None = None
     #: the dynamic broker configs layered over `config` (which is their effective result)
     dynamic_config: DynamicBrokerConfig | None = None
+    #: the client quotas (produce and fetch byte rates, request time) and their configs
+    quotas: ClientQuotas | None = None
 
     def authorized(self, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
         """Whether the client of the request being served may do `operation` on the

@@ -21,6 +21,7 @@ large requests wait for room under `queued.max.request.bytes` (see `connections.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import errno
 import logging
 import resource
@@ -35,6 +36,14 @@ from kio.schema.errors import ErrorCode
 from weir import diskio
 from weir.broker.authz.authorizer import from_config as authorizer_from_config
 from weir.broker.authz.gate import refusal
+from weir.broker.client_quotas import (
+    BusyTime,
+    ClientQuotas,
+    ClientQuotaStore,
+    busy_percentage,
+    client_identity,
+    throttle_connection,
+)
 from weir.broker.cluster_node import ClusterNode
 from weir.broker.config import BrokerConfig
 from weir.broker.connections import SMALL_FRAME_BYTES, ConnectionLimiter, RequestMemoryPool
@@ -43,6 +52,7 @@ from weir.broker.dynamic_config import BrokerConfigStore, DynamicBrokerConfig
 from weir.broker.group.coordinator import GroupConfig, GroupCoordinator
 from weir.broker.group.store import OFFSETS_TOPIC, GroupStore
 from weir.broker.handlers import HANDLERS, api_versions
+from weir.broker.quota_rate import QuotaWindow
 from weir.broker.replica_manager import ReplicaManager
 from weir.broker.request_log import RequestLog
 from weir.broker.security.cluster_credentials import ZooKeeperCredentialStore
@@ -64,8 +74,8 @@ from weir.broker.wire import ChunkedResponse
 from weir.clock import Clock, SystemClock, ThreadScheduler
 from weir.cluster.metadata import EmbeddedMetadataStore, MetadataStore
 from weir.protocol import legacy_produce
-from weir.protocol.apis import ApiKey, cluster_advertised, decodable
-from weir.protocol.codec import decode_request, encode_response, peek_header
+from weir.protocol.apis import ApiKey, InterBrokerApiKey, cluster_advertised, decodable
+from weir.protocol.codec import Request, decode_request, encode_response, peek_header
 from weir.protocol.errors import FrameTooLargeError, RemoteProtocolError, UnsupportedVersionError
 from weir.protocol.framing import NEED_DATA, Frame, FrameDecoder, NeedData, frame
 from weir.storage import LogConfig, LogManager, LogManagerConfig
@@ -87,6 +97,11 @@ TRIM_INTERVAL_MS = 10_000
 _ACCEPT_EXHAUSTED = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
 #: accept failures that concern only the connection being accepted
 _ACCEPT_PEER_GONE = frozenset({errno.ECONNABORTED, errno.EPROTO, errno.EPERM, errno.ECONNRESET})
+#: requests the request quota does not count, as Kafka exempts them: other brokers' and
+#: the authentication exchange
+_REQUEST_QUOTA_EXEMPT = frozenset({
+    *InterBrokerApiKey, ApiKey.ALTER_PARTITION, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE,
+})  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,11 +137,14 @@ class Broker:
         self._last_trim_ms = -TRIM_INTERVAL_MS
         metadata: MetadataStore
         broker_configs: BrokerConfigStore
+        quota_configs: ClientQuotaStore
         if self.cluster is not None:
             metadata, broker_configs = self.cluster.store, self.cluster.broker_configs
+            quota_configs = self.cluster.client_quota_configs
         else:
             embedded = EmbeddedMetadataStore(config.all_log_dirs[0])
             metadata, broker_configs = embedded, embedded.broker_configs
+            quota_configs = embedded.client_quota_configs
         self.dynamic_config = DynamicBrokerConfig(config, broker_configs)
         self.config = self.dynamic_config.current
         self._reconfigure_limits(self.config)
@@ -134,6 +152,10 @@ class Broker:
         self.context.authorizer = authorizer
         self.context.dynamic_config = self.dynamic_config
         self.dynamic_config.add_reconfigurable(self._reconfigure)
+        window = QuotaWindow(
+            max(1, config.quota_window_num), max(1, config.quota_window_size_seconds) * 1000
+        )
+        self.context.quotas = ClientQuotas(quota_configs, window, self.clock)
 
     def _reconfigure(self, config: BrokerConfig) -> None:
         """Take up a new effective config: the dynamic broker configs changed."""
@@ -420,6 +442,10 @@ class Broker:
             loop = asyncio.get_running_loop()
             self.cluster.broker_configs.on_change(self.dynamic_config.follow(loop))
             self.dynamic_config.reload()  # what changed while this broker was starting
+            quotas = self.context.quotas
+            if quotas is not None:
+                self.cluster.client_quota_configs.on_change(quotas.follow(loop))
+                quotas.reload()
             self.cluster.register(self.endpoints)
             self.cluster.attach(
                 asyncio.get_running_loop(),
@@ -464,12 +490,18 @@ class Broker:
                     del payload
                     self._request_memory.release(held)
                     held = 0
+                throttle_s, session.throttle_ms = session.throttle_ms / 1000, 0
                 if response is not None:
                     try:
+                        if throttle_s and session.throttle_before_response:
+                            await asyncio.sleep(throttle_s)
+                            throttle_s = 0
                         await self._send(transport, response)
                     finally:
                         if isinstance(response, ChunkedResponse):
                             response.close()
+                if throttle_s:  # KIP-219: the client is over its quota; nothing is read
+                    await asyncio.sleep(throttle_s)
                 if session.close_after_response:
                     # as Kafka does: a client that reads the refusal before the close can
                     # report it, rather than a lost connection
@@ -595,11 +627,30 @@ class Broker:
         authorizer = self.context.authorizer
         result = refusal(authorizer, request) if authorizer is not None else None
         if result is None:
-            result = await HANDLERS[request.api_key](self.context, request)
+            quotas = self.context.quotas
+            if quotas is not None and quotas.request.enabled and not _quota_exempt(request):
+                result = await self._handle_in_request_quota(request, quotas)
+            else:
+                result = await HANDLERS[request.api_key](self.context, request)
         self._request_log.record(request, result, started)
         if result is None or isinstance(result, ChunkedResponse):
             return result
         return encode_response(request.api_key, request.api_version, request.correlation_id, result)
+
+    async def _handle_in_request_quota(self, request: Request, quotas: ClientQuotas) -> Any:
+        """The handler's response, the time the loop spent on it recorded against the client's
+        request quota; a client over it is throttled."""
+        timed: BusyTime[Any] = BusyTime(HANDLERS[request.api_key](self.context, request))
+        result = await timed
+        user, client_id = client_identity(request.client_id)
+        throttle_ms = quotas.request.record(user, client_id, busy_percentage(timed.busy_ns))
+        if not throttle_ms:
+            return result
+        throttle_connection(throttle_ms)
+        current = getattr(result, "throttle_time", None)
+        if isinstance(current, datetime.timedelta) and current < timedelta_ms(throttle_ms):
+            result = replace(result, throttle_time=timedelta_ms(throttle_ms))
+        return result
 
     @staticmethod
     async def _send(transport: Transport, response: bytes | ChunkedResponse) -> None:
@@ -629,6 +680,17 @@ async def _receive(transport: Transport, decoder: FrameDecoder) -> bool:
     data = await transport.recv(RECV_BYTES)
     decoder.receive_data(data)
     return bool(data)
+
+
+def _quota_exempt(request: Request) -> bool:
+    """Whether the request quota leaves this request alone: another broker's (a follower's
+    fetch among them) or the authentication exchange."""
+    replica_id = getattr(request.body, "replica_id", -1)
+    return request.api_key in _REQUEST_QUOTA_EXEMPT or replica_id >= 0
+
+
+def timedelta_ms(milliseconds: int) -> datetime.timedelta:
+    return datetime.timedelta(milliseconds=milliseconds)
 
 
 def _address(peer: Any) -> str:

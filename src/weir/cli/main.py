@@ -25,6 +25,7 @@ from weir.cli import (
     logformats,
     logtool,
     pipeline,
+    quota,
     reassign,
     txn,
     user,
@@ -49,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     txn.register(commands)
     user.register(commands)
     acl.register(commands)
+    quota.register(commands)
     consumer.register(commands)
     demo.register(commands)
     logtool.register(commands)

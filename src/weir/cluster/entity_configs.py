@@ -70,34 +70,13 @@ class ZooKeeperEntityConfigs:
         """Apply `change` to `entity`'s config in ZooKeeper and notify every broker; the new
         config."""
         path = znodes.entity_config_path(self.entity_type, entity)
-        while True:
-            try:
-                data, stat = self._client.get(path)
-                current, version = znodes.parse_entity_config(path, data), stat.version
-            except NoNodeError:
-                current, version = {}, -1
-            updated = change(dict(current))
-            transaction = self._client.transaction()
-            if version < 0:
-                transaction.create(path, znodes.encode_entity_config(updated))
-            else:
-                transaction.set_data(path, znodes.encode_entity_config(updated), version=version)
-            transaction.create(
-                f"{znodes.CONFIG_CHANGES}/{znodes.CONFIG_CHANGE_PREFIX}",
-                znodes.encode_entity_config_change(self.entity_type, entity),
-                sequence=True,
-            )
-            results = transaction.commit()
-            failure = next((r for r in results if isinstance(r, Exception)), None)
-            if isinstance(failure, (BadVersionError, NodeExistsError, NoNodeError)):
-                continue  # another writer came first: read again
-            if failure is not None:
-                raise failure
-            self._store(entity, updated)
-            return updated
+        change_path = path.removeprefix("/config/")
+        updated = alter_entity_config(self._client, path, change_path, change)
+        self._store(entity, updated)
+        return updated
 
     def _on_changes(self, children: list[str]) -> None:
-        numbers = sorted(_sequence(child) for child in children)
+        numbers = sorted(sequence_number(child) for child in children)
         with self._lock:
             first_call, last = not self._loaded, self._last_change
             self._last_change = max([last, *numbers])
@@ -164,6 +143,41 @@ class ZooKeeperUserConfigs(ZooKeeperEntityConfigs):
         return self.configs()
 
 
-def _sequence(child: str) -> int:
+def alter_entity_config(
+    client: KazooClient, path: str, entity_path: str, change: ConfigChange
+) -> dict[str, str]:
+    """Write `change(current config)` to the config znode at `path` and a change notification
+    naming `entity_path`, in one transaction conditional on the znode's version (another
+    writer in between: read again and retry); the new config. A missing znode's parents are
+    made first, without data, as Kafka makes them."""
+    while True:
+        try:
+            data, stat = client.get(path)
+            current, version = znodes.parse_entity_config(path, data), stat.version
+        except NoNodeError:
+            current, version = {}, -1
+            client.ensure_path(path.rsplit("/", 1)[0])
+        updated = change(dict(current))
+        transaction = client.transaction()
+        if version < 0:
+            transaction.create(path, znodes.encode_entity_config(updated))
+        else:
+            transaction.set_data(path, znodes.encode_entity_config(updated), version=version)
+        transaction.create(
+            f"{znodes.CONFIG_CHANGES}/{znodes.CONFIG_CHANGE_PREFIX}",
+            znodes.encode_change_path(entity_path),
+            sequence=True,
+        )
+        results = transaction.commit()
+        failure = next((r for r in results if isinstance(r, Exception)), None)
+        if isinstance(failure, (BadVersionError, NodeExistsError, NoNodeError)):
+            continue  # another writer came first: read again
+        if failure is not None:
+            raise failure
+        return updated
+
+
+def sequence_number(child: str) -> int:
+    """The number of a change notification's znode (config_change_0000000042 -> 42)."""
     digits = child.removeprefix(znodes.CONFIG_CHANGE_PREFIX)
     return int(digits) if digits.isdigit() else -1

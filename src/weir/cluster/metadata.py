@@ -1,6 +1,6 @@
 """Cluster metadata: topics (id, partition count, config overrides, replicas), the cluster id,
-producer id allocation and (on a single node) the dynamic broker configs. One interface,
-`MetadataStore`, with two engines: this module holds the embedded single-node engine;
+producer id allocation and (on a single node) the dynamic broker configs and client quotas. One
+interface, `MetadataStore`, with two engines: this module holds the embedded single-node engine;
 `weir.cluster.zookeeper` the cluster's (Apache ZooKeeper).
 
 `EmbeddedMetadataStore` keeps everything in one JSON document, `<data dir>/weir-metadata.json`,
@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from weir import diskio
+from weir.cluster.client_quota_configs import QuotaConfigs, QuotaEntity
 from weir.durable import write_atomically
 
 METADATA_FILE = "weir-metadata.json"
@@ -129,8 +130,15 @@ class EmbeddedMetadataStore:
             str(entity): {str(k): str(v) for k, v in config.items()}
             for entity, config in document.get("broker_configs", {}).items()
         }
+        #: client quotas' configs by entity path ("users/alice/clients/app1"), as ZooKeeper's
+        self._client_quotas: dict[str, dict[str, str]] = {
+            str(path): {str(k): str(v) for k, v in config.items()}
+            for path, config in document.get("client_quotas", {}).items()
+        }
         #: the dynamic broker configs, as a cluster keeps them in ZooKeeper
         self.broker_configs = EmbeddedBrokerConfigs(self)
+        #: the client quotas' configs, as a cluster keeps them in ZooKeeper
+        self.client_quota_configs = EmbeddedClientQuotaConfigs(self)
         if not exists:
             self._save(self._topics, self._next_producer_id)
 
@@ -209,6 +217,21 @@ class EmbeddedMetadataStore:
             self._broker_configs = {e: c for e, c in configs.items() if c}
             return updated
 
+    def client_quota_configs_by_path(self) -> Mapping[str, Mapping[str, str]]:
+        """entity path -> its client quota config (replaced whole on a change)."""
+        return self._client_quotas
+
+    def alter_client_quota_config(
+        self, entity_path: str, change: Callable[[dict[str, str]], dict[str, str]]
+    ) -> dict[str, str]:
+        """Apply `change` to one client quota entity's config and write the store."""
+        with self._lock:
+            updated = change(dict(self._client_quotas.get(entity_path, {})))
+            quotas = {p: c for p, c in {**self._client_quotas, entity_path: updated}.items() if c}
+            self._save(self._topics, self._next_producer_id, client_quotas=quotas)
+            self._client_quotas = quotas
+            return updated
+
     def _update(self, name: str, change: Any) -> TopicInfo:
         with self._lock:
             info = self._topics.get(name)
@@ -230,13 +253,16 @@ class EmbeddedMetadataStore:
         topics: dict[str, TopicInfo],
         next_producer_id: int,
         broker_configs: Mapping[str, Mapping[str, str]] | None = None,
+        client_quotas: Mapping[str, Mapping[str, str]] | None = None,
     ) -> None:
         configs = self._broker_configs if broker_configs is None else broker_configs
+        quotas = self._client_quotas if client_quotas is None else client_quotas
         document = {
             "cluster_id": self._cluster_id,
             "next_producer_id": next_producer_id,
             "topics": {n: t.to_json() for n, t in sorted(topics.items())},
             "broker_configs": {e: dict(c) for e, c in sorted(configs.items()) if c},
+            "client_quotas": {p: dict(c) for p, c in sorted(quotas.items()) if c},
         }
         write_atomically(self.path, [json.dumps(document, indent=1)], diskio.METADATA)
 
@@ -257,6 +283,26 @@ class EmbeddedBrokerConfigs:
     ) -> dict[str, str]:
         """Apply `change` to `entity`'s config and write the store (blocks on the disk)."""
         return self._store.alter_broker_config(entity, change)
+
+
+class EmbeddedClientQuotaConfigs:
+    """A single node's client quota configs, kept in the embedded store's document under their
+    entity paths; the same interface as a cluster's (weir.cluster.client_quota_configs)."""
+
+    def __init__(self, store: EmbeddedMetadataStore) -> None:
+        self._store = store
+
+    def configs(self) -> QuotaConfigs:
+        """entity -> config, entities with an empty config left out."""
+        by_path = self._store.client_quota_configs_by_path()
+        entities = ((QuotaEntity.from_path(path), config) for path, config in by_path.items())
+        return {entity: config for entity, config in entities if entity is not None}
+
+    def alter(
+        self, entity: QuotaEntity, change: Callable[[dict[str, str]], dict[str, str]]
+    ) -> dict[str, str]:
+        """Apply `change` to `entity`'s config and write the store (blocks on the disk)."""
+        return self._store.alter_client_quota_config(entity.path, change)
 
 
 def new_cluster_id() -> str:

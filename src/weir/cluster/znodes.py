@@ -13,8 +13,13 @@
                                               stored_key=...,server_key=...,iterations=N"}}
 /config/brokers/N | <default>                {"version": 1, "config": {NAME: VALUE}} (dynamic broker
                                               configs: one broker's, or the cluster's default)
+/config/users/U | <default>                  client quotas of a user (in the same config as its
+/config/users/U/clients/C | <default>        SCRAM credentials), of a user's client id, and of a
+/config/clients/C | <default>                client id: {"version": 1, "config":
+                                              {"producer_byte_rate": "1024"}}
 /config/changes/config_change_NNNNNNNNNN     {"version": 2, "entity_path": "topics/T" | "users/U"
-                                              | "brokers/N" | "brokers/<default>"}
+                                              | "users/U/clients/C" | "clients/C" | "brokers/N"
+                                              | "brokers/<default>"}
 /admin/delete_topics/T                       (a deletion request for the controller)
 /admin/preferred_replica_election            {"version": 1, "partitions": [{"topic", "partition"}]}
 /latest_producer_id_block                    {"version": 1, "broker", "block_start", "block_end"}
@@ -45,7 +50,7 @@ CONFIG_TOPICS = "/config/topics"
 CONFIG_USERS = "/config/users"
 CONFIG_BROKERS = "/config/brokers"
 #: the entity types of /config/<type>/<entity>
-USERS, BROKERS = "users", "brokers"
+USERS, BROKERS, CLIENTS = "users", "brokers", "clients"
 #: the entity that holds a type's default (the cluster-wide dynamic broker config)
 DEFAULT_ENTITY = "<default>"
 CONFIG_CHANGES = "/config/changes"
@@ -108,6 +113,30 @@ def entity_config_path(entity_type: str, entity: str) -> str:
 
 def _entity_name(entity: str) -> str:
     return entity if entity == DEFAULT_ENTITY else sanitize(entity)
+
+
+def quota_entity_path(user: str | None, client_id: str | None) -> str:
+    """The entity path of a client quota's config (`users/U`, `users/U/clients/C`,
+    `clients/C`; names sanitized, `<default>` as it is): /config/ + this is its znode, and a
+    change notification names it."""
+    if user is not None and client_id is not None:
+        return f"{USERS}/{_entity_name(user)}/{CLIENTS}/{_entity_name(client_id)}"
+    if user is not None:
+        return f"{USERS}/{_entity_name(user)}"
+    if client_id is not None:
+        return f"{CLIENTS}/{_entity_name(client_id)}"
+    raise ValueError("a client quota entity names a user, a client id or both")
+
+
+def parse_quota_entity_path(entity_path: str) -> tuple[str | None, str | None] | None:
+    """(user, client id) of a client quota's entity path; None if it is no such path."""
+    parts = entity_path.split("/")
+    if len(parts) == 2 and parts[0] in (USERS, CLIENTS) and parts[1]:
+        name = desanitize(parts[1])
+        return (name, None) if parts[0] == USERS else (None, name)
+    if len(parts) == 4 and parts[0] == USERS and parts[2] == CLIENTS and parts[1] and parts[3]:
+        return desanitize(parts[1]), desanitize(parts[3])
+    return None
 
 
 def sanitize(name: str) -> str:
@@ -413,13 +442,26 @@ def encode_user_config_change(user: str) -> bytes:
 
 
 def encode_entity_config_change(entity_type: str, entity: str) -> bytes:
-    return _dump({"version": 2, "entity_path": f"{entity_type}/{_entity_name(entity)}"})
+    return encode_change_path(f"{entity_type}/{_entity_name(entity)}")
+
+
+def encode_change_path(entity_path: str) -> bytes:
+    """A change notification naming an entity path ("users/alice/clients/app1")."""
+    return _dump({"version": 2, "entity_path": entity_path})
 
 
 def parse_config_change(data: bytes | None) -> str | None:
     """The topic a change notification names; None for other entity types."""
     kind, name = parse_change_entity(data)
     return name if kind == "topics" and name else None
+
+
+def parse_change_path(data: bytes | None) -> str:
+    """The entity path a change notification names: "users/alice/clients/app1"."""
+    entity = _load(data, CONFIG_CHANGES).get("entity_path")
+    if not isinstance(entity, str):
+        raise ZnodeFormatError(f"{CONFIG_CHANGES}: no entity_path")
+    return entity
 
 
 def parse_change_entity(data: bytes | None) -> tuple[str, str]:
@@ -445,7 +487,10 @@ def encode_entity_config(configs: Mapping[str, str]) -> bytes:
 
 
 def parse_entity_config(path: str, data: bytes | None) -> dict[str, str]:
-    """A user's or broker's config znode (at `path`) -> its config."""
+    """A user's, client's or broker's config znode (at `path`) -> its config. A znode without
+    data (a user's, made as the parent of its clients' configs) has an empty config."""
+    if not data:
+        return {}
     return parse_topic_config("", data, path)
 
 

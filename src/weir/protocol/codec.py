@@ -49,6 +49,9 @@ class Request:
     client_id: str | None
     header: Any
     body: Any
+    #: the request's bytes (its frame without the size prefix), as quotas count them; not part
+    #: of what the request says, so requests compare without it
+    size: int = dataclasses.field(default=0, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +168,7 @@ def decode_request(
             f"API {api_key} version {api_version} cannot be decoded: {exc}",
             api_key=api_key, api_version=api_version, correlation_id=correlation_id,
         ) from None  # fmt: skip
+    size = len(payload)
     payload = checked_payload(payload, codec.header_type, codec.request_type)
     try:
         header, used = codec.read_header(payload, 0)
@@ -172,7 +176,9 @@ def decode_request(
     except Exception as exc:  # kio raises several types for truncated or malformed input
         raise InvalidRequestError(f"API {api_key} v{api_version}: {exc!r}") from None
     # Bytes after the body are ignored, as Kafka's own parser does: librdkafka sends some.
-    return Request(api_key, api_version, correlation_id, header.client_id, header, body)
+    return Request(
+        api_key, api_version, correlation_id, header.client_id, header, body, size
+    )
 
 
 def encode_response(api_key: int, api_version: int, correlation_id: int, response: Any) -> bytes:

@@ -10,6 +10,11 @@ Reads from followers (KIP-392): a consumer's Fetch v11+ may read a partition fro
 up to that replica's high watermark. With `replica.selector.class` rack-aware, a leader answers
 a consumer that names its rack (`client.rack`) with the in-sync replica of that rack to read
 from (preferred_read_replica, no records), and the client fetches there from then on.
+
+A consumer's `consumer_byte_rate` quota (`client_quotas`), as Kafka applies it: a fetch reads at
+most what the quota allows in its window; the response's bytes count against it, and a consumer
+over it gets an empty response with its throttle time (the bytes taken back), then its
+connection is muted for that long.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import Records
 
 from weir.broker.authz.checks import split_fetch
+from weir.broker.client_quotas import ClientQuotaManager, client_identity, throttle_connection
 from weir.broker.context import BrokerContext, make
 from weir.broker.handlers.per_partition import by_topic
 from weir.broker.results import FetchRequestPartition, FetchResult, release
@@ -33,6 +39,7 @@ from weir.storage import FileSlice
 MARKER_BYTES = 16
 READ_COMMITTED = 1
 FOLLOWER_FETCH_VERSION = 11  # the first Fetch with rack_id and preferred_read_replica
+CLIENT_THROTTLE_VERSION = 8  # KIP-219: clients from this version wait out a throttle themselves
 
 
 async def handle(broker: BrokerContext, request: Request) -> Any:
@@ -60,20 +67,57 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
                 redirected.append(result)
         wanted = kept
     max_wait_ms = int(body.max_wait.total_seconds() * 1000)
+    quota = _consumer_quota(broker, request, replica_id)
+    max_bytes = body.max_bytes
+    if quota is not None:
+        allowed = quota.max_value_in_window(*client_identity(request.client_id))
+        max_bytes = min(max_bytes, int(allowed)) if allowed is not None else max_bytes
     results = await broker.replicas.fetch(
         wanted,
         max_wait_ms=max(0, max_wait_ms) if not redirected else 0,
         min_bytes=body.min_bytes,
-        max_bytes=body.max_bytes,
+        max_bytes=max_bytes,
         replica_id=replica_id,
         from_followers=from_followers,
         read_committed=getattr(body, "isolation_level", 0) == READ_COMMITTED,
     )
     try:
-        return _response(request, results + redirected + refused)
+        response = _response(request, results + redirected + refused)
     except BaseException:
         release(results)
         raise
+    if quota is None:
+        return response
+    return _throttled(request, quota, response)
+
+
+def _consumer_quota(
+    broker: BrokerContext, request: Request, replica_id: int
+) -> ClientQuotaManager | None:
+    """The fetch quota manager if a consumer's fetch is subject to one (followers' are not)."""
+    quotas = broker.quotas
+    if quotas is None or not quotas.fetch.enabled or replica_id >= 0:
+        return None
+    return quotas.fetch
+
+
+def _throttled(
+    request: Request, quota: ClientQuotaManager, response: ChunkedResponse
+) -> ChunkedResponse:
+    """`response`, or for a consumer over its quota an empty one with the throttle time."""
+    user, client_id = client_identity(request.client_id)
+    throttle_ms = quota.record(user, client_id, response.size)
+    if not throttle_ms:
+        return response
+    quota.unrecord(user, client_id, response.size)
+    response.close()
+    throttle_connection(
+        throttle_ms, client_throttles=request.api_version >= CLIENT_THROTTLE_VERSION
+    )
+    m = response_module(ApiKey.FETCH, request.api_version)
+    empty = make(m.FetchResponse, throttle_time=datetime.timedelta(milliseconds=throttle_ms),
+                 error_code=ErrorCode.none, session_id=0, responses=())  # fmt: skip
+    return ChunkedResponse.with_slices(request, empty, {})
 
 
 def _response(request: Request, results: list[FetchResult]) -> ChunkedResponse:

@@ -3,7 +3,9 @@ appended; acks=-1 (all) answers once every in-sync replica has the batch (the hi
 reached it; a delayed produce, no polling) or `timeout_ms` ran out (REQUEST_TIMED_OUT), and is
 refused with NOT_ENOUGH_REPLICAS when the ISR is smaller than `min.insync.replicas` (before the
 append) or NOT_ENOUGH_REPLICAS_AFTER_APPEND (after it). On a single node the batch is in sync
-once appended. acks=0 gets no response. Records a topic refuses are named in `record_errors`."""
+once appended. acks=0 gets no response. Records a topic refuses are named in `record_errors`.
+A client over its `producer_byte_rate` quota (the request's bytes count) is answered with its
+throttle time and then muted for it (`client_quotas`); nothing is refused for it."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from weir.broker.authz.checks import produce_error
+from weir.broker.client_quotas import client_identity, throttle_connection
 from weir.broker.context import BrokerContext, make
 from weir.protocol.apis import ApiKey
 from weir.protocol.codec import Request, response_module
@@ -22,6 +25,7 @@ from weir.records import peek_transactional
 
 ACKS_ALL = -1
 VALID_ACKS = (0, 1, ACKS_ALL)
+CLIENT_THROTTLE_VERSION = 6  # KIP-219: clients from this version wait out a throttle themselves
 
 
 async def handle(broker: BrokerContext, request: Request) -> Any:
@@ -55,12 +59,26 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
         make(m.TopicProduceResponse, name=name, partition_responses=tuple(partitions))
         for name, partitions in answered
     ]
+    throttle_ms = _record_quota(broker, request)
     if body.acks == 0:
         failed = [p for t in topics for p in t.partition_responses if p.error_code]
         if failed:  # no response is read: closing the connection is how Kafka tells the client
             raise InvalidRequestError(f"acks=0 produce failed with {failed[0].error_code.name}")
         return None
-    return make(m.ProduceResponse, responses=tuple(topics), throttle_time=datetime.timedelta(0))
+    return make(m.ProduceResponse, responses=tuple(topics),
+                throttle_time=datetime.timedelta(milliseconds=throttle_ms))  # fmt: skip
+
+
+def _record_quota(broker: BrokerContext, request: Request) -> int:
+    """The request's bytes counted against the client's produce quota; its throttle time."""
+    quotas = broker.quotas
+    if quotas is None or not quotas.produce.enabled:
+        return 0
+    throttle_ms = quotas.produce.record(*client_identity(request.client_id), request.size)
+    throttle_connection(
+        throttle_ms, client_throttles=request.api_version >= CLIENT_THROTTLE_VERSION
+    )
+    return throttle_ms
 
 
 async def _wait_replicated(

@@ -1,5 +1,6 @@
 """What the broker knows about a connection's security: the listener it came in on, who it
-is (its principal), and its SASL exchange while one is under way.
+is (its principal), and its SASL exchange while one is under way; and whether its client is to
+be throttled after the response being served (client quotas, `weir.broker.client_quotas`).
 
 The connection's task binds its `Session` once (`bind`), so code serving one of its requests
 reads it with `current_session()`: the SASL handlers drive the exchange through it, Metadata
@@ -42,6 +43,10 @@ class Session:
     close_after_response: bool = field(default=False)
     #: when the connection must have authenticated (event-loop time), once it is counted
     deadline: float | None = None
+    #: how long (ms) the connection is muted after the response being served is sent: a client
+    #: over its quota (KIP-219); `throttle_before_response`: the response waits that long instead
+    throttle_ms: int = 0
+    throttle_before_response: bool = False
 
     @property
     def authenticated(self) -> bool:
