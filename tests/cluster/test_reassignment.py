@@ -5,7 +5,8 @@ partitions onto other brokers (one of them new to the topic), `list_partition_re
 shows the moves until they are done, every broker's Metadata then lists the target replicas, the
 old replicas' logs are gone from their disks, and no acknowledged record is lost or written
 twice. Three brokers: `weir reassign execute|verify` takes a partition from one replica to three
-and back to two (its leader leaving), every record still there; bad plans are refused."""
+and back to two (its leader leaving), every record still there; bad plans are refused. Faults
+mid-move (the controller and the leaving leader killed -9), and `weir cluster drain`."""
 
 from __future__ import annotations
 
@@ -274,3 +275,50 @@ def test_a_move_survives_its_controller_and_its_old_leader_killed(
     assert verdict.lost == [] and verdict.duplicated == [] and verdict.divergent == [], (
         verdict, errors)
     figure("records acknowledged", verdict.acked, "records")
+
+
+@pytest.mark.slow
+def test_a_drained_broker_holds_nothing_and_retires_with_nothing_lost(
+    zookeeper, cluster_brokers, figure
+):
+    """`weir cluster drain --broker 4` under acks=all load: every replica on broker 4 (the
+    group coordinator's topic's included) moves to the other three, its logs go, and once it
+    is stopped the producer carries on; no acknowledged record is lost or written twice."""
+    brokers = cluster_brokers.start_cluster(f"{zookeeper.connect}{CHROOT}", 4, config=CONFIG)
+    wait_settled(brokers.values())
+    bootstrap = ",".join(b.bootstrap for b in brokers.values())
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    create_topics(admin, NewTopic("drained", 8, 2, config={"min.insync.replicas": "2"}))
+    del admin
+    history = History()
+    producer = ProducerWorker(0, bootstrap, "drained", 8, 200.0, history)
+    producer.start()
+    try:
+        poll(lambda: len(history.acked) > 200, 60, "acknowledgements before the drain")
+        held = [(t, p) for t, ps in metadata_of_all([brokers[1]])[1].topics.items()
+                for p, view in ps.items() if 4 in view.replicas]  # fmt: skip
+        assert held, "broker 4 holds some replicas to begin with"
+        started = time.monotonic()
+        done = weir("cluster", "drain", "--broker", "4", "--bootstrap-server", bootstrap)
+        assert done.returncode == 0, done.stderr
+        assert "Broker 4 holds no replicas now" in done.stdout
+        figure(f"drain of {len(held)} replicas under load", time.monotonic() - started)
+        views = metadata_of_all(brokers.values()).values()
+        assert not [(t, p) for v in views for t, ps in v.topics.items()
+                    for p, view in ps.items() if 4 in view.replicas]  # fmt: skip
+        poll(lambda: not [d for d in brokers[4].data_dir.iterdir()
+                          if d.is_dir() and d.name.startswith("drained-")], 30,
+             "broker 4's logs deleted")  # fmt: skip
+        assert brokers[4].stop() == 0
+        acked = len(history.acked)
+        poll(lambda: len(history.acked) > acked + 200, 60, "acknowledgements without broker 4")
+    finally:
+        producer.stop()
+        producer.join(90)
+        close_client(producer)
+    ends = read_everything(",".join(b.bootstrap for b in brokers.values() if b.running()),
+                           "drained", 8, history)  # fmt: skip
+    verdict = check(history, ends)
+    errors = {"send": dict(history.send_errors), "client": dict(history.client_errors)}
+    assert verdict.lost == [] and verdict.duplicated == [] and verdict.divergent == [], (
+        verdict, errors)

@@ -267,13 +267,24 @@ class ReplicaManager:
         partition = self.partitions.get((topic, index))
         if partition is None:
             if delete and (topic, index) in self.log_manager.offline_partitions:
-                self.log_manager.delete(topic, index)
+                self._delete_log(topic, index)
             return
         if partition.role is not OFFLINE:
             partition.stop()
         if delete:
             del self.partitions[(topic, index)]
-            self.log_manager.delete(topic, index)
+            self._delete_log(topic, index)
+
+    def _delete_log(self, topic: str, index: int) -> None:
+        """The log taken out at once (closed, its directory renamed), its files deleted on the
+        default executor, so that the loop never waits on the disk for them."""
+        detached = self.log_manager.detach_many([(topic, index)])
+        loop = _running_loop()
+        if loop is None:
+            self.log_manager.remove_detached(detached)
+            return
+        removal = loop.run_in_executor(None, self.log_manager.remove_detached, detached)
+        removal.add_done_callback(_log_removal_failure)
 
     def _ensure(self, topic: str, index: int, config: LogConfig) -> Partition:
         partition = self.partitions.get((topic, index))
@@ -644,6 +655,11 @@ class ReplicaManager:
         except LogDirectoryError as exc:
             self._take_offline(partition, exc)
             return ErrorCode.none, partition.log.log_start_offset
+
+
+def _log_removal_failure(removal: asyncio.Future[None]) -> None:
+    if not removal.cancelled() and removal.exception() is not None:
+        log.warning("deleting a stopped replica's files failed: %r", removal.exception())
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:

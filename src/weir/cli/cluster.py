@@ -28,7 +28,7 @@ from typing import Any, NoReturn
 
 from confluent_kafka import ElectionType, KafkaError, KafkaException, TopicPartition
 
-from weir.cli import kafka_errors
+from weir.cli import kafka_errors, reassign
 from weir.cli.clients import add_bootstrap, add_client_settings, admin_client
 from weir.cli.supervise import (
     Interrupted,
@@ -131,6 +131,7 @@ def register(commands: Any) -> None:
                              help="the data directory `weir cluster up` was given "
                                   "(default ./weir-cluster)")
         control.set_defaults(run=run_control)
+    reassign.add_drain(sub)
     elect = sub.add_parser(
         "elect-leaders",
         help="elect preferred leaders, or leaders where there are none",

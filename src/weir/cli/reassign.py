@@ -334,3 +334,91 @@ def run_list(args: argparse.Namespace) -> int:
               f"adding: {','.join(map(str, adding))}. "
               f"removing: {','.join(map(str, removing))}.")  # fmt: skip
     return 0
+
+
+# ---- draining a broker ---------------------------------------------------------------------------
+
+
+def add_drain(sub: Any) -> None:
+    """`weir cluster drain`: registered under `weir cluster`."""
+    drain = sub.add_parser("drain", help="move every replica off one broker, before it retires")
+    drain.add_argument("--broker", type=int, required=True, metavar="N",
+                       help="the broker to empty")  # fmt: skip
+    drain.add_argument("--dry-run", action="store_true", help="print the moves, make none")
+    drain.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS",
+                       help="wait this long for the moves to complete (default 600; 0: start "
+                       "them and return)")  # fmt: skip
+    add_bootstrap(drain)
+    add_client_settings(drain)
+    drain.set_defaults(run=run_drain)
+
+
+class DrainError(ValueError):
+    """A broker cannot be emptied: some partition has no other broker to go to."""
+
+
+def drain_plan(assignment: dict[TopicPartition, tuple[int, ...]], racks: dict[int, str | None],
+               leaving: int) -> dict[TopicPartition, tuple[int, ...]]:  # fmt: skip
+    """The moves that take `leaving` out of every replica set: in each, its place goes to the
+    live broker (of `racks`) that holds fewest replicas so far among those not in the set,
+    preferring one whose rack the set's other replicas do not use yet, so rack spread is kept
+    where the brokers allow. Nothing else moves. DrainError names the partitions that have
+    nowhere to go."""
+    load = {broker: 0 for broker in racks if broker != leaving}
+    for replicas in assignment.values():
+        for broker in replicas:
+            if broker in load:
+                load[broker] += 1
+    plan, stuck = {}, []
+    for tp, replicas in sorted(assignment.items()):
+        if leaving not in replicas:
+            continue
+        staying = [r for r in replicas if r != leaving]
+        used = {racks.get(r) for r in staying}
+        candidates = [b for b in load if b not in staying]
+        if not candidates:
+            stuck.append(f"{tp[0]}-{tp[1]} ({len(replicas)} replicas)")
+            continue
+        chosen = min(candidates, key=lambda b: (racks[b] is not None and racks[b] in used,
+                                                load[b], b))  # fmt: skip
+        load[chosen] += 1
+        plan[tp] = tuple(chosen if r == leaving else r for r in replicas)
+    if stuck:
+        raise DrainError(f"broker {leaving} cannot be emptied: {len(load)} other brokers are "
+                         f"too few for {', '.join(stuck)}")  # fmt: skip
+    return plan
+
+
+def run_drain(args: argparse.Namespace) -> int:
+    cluster = Cluster(args)
+    racks = {b.node_id: b.rack for b in cluster.metadata.brokers}
+    if args.broker not in racks:
+        raise SystemExit(f"weir: broker {args.broker} is not in the cluster")
+    try:
+        moves = drain_plan(cluster.assignment(), racks, args.broker)
+    except DrainError as exc:
+        raise SystemExit(f"weir: {exc}") from None
+    if not moves:
+        print(f"Broker {args.broker} holds no replicas.")
+        return 0
+    print(f"Moves that empty broker {args.broker}:")
+    print(plan_json(moves))
+    if args.dry_run:
+        return 0
+    if cluster.ongoing():
+        raise SystemExit("weir: partitions are being reassigned already; wait for them "
+                         "(weir reassign list) and try again")  # fmt: skip
+    started, failed = _report(cluster.alter(dict(moves)))
+    print(f"Started {len(started)} partition reassignments")
+    if failed:
+        return 1
+    if args.timeout <= 0:
+        return 0
+    deadline = time.monotonic() + args.timeout
+    while any(tp in moves for tp in cluster.ongoing()):
+        if time.monotonic() > deadline:
+            raise SystemExit(f"weir: moves still under way after {args.timeout:g}s "
+                             "(weir reassign list)")  # fmt: skip
+        time.sleep(1.0)
+    print(f"Broker {args.broker} holds no replicas now: it can be stopped.")
+    return 0

@@ -28,6 +28,7 @@ renamed away by another and no older state overwrites a newer one.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import shutil
 import threading
@@ -51,6 +52,16 @@ from weir.storage.partition_log import PartitionLog
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+
+#: a partition directory renamed to be deleted, and the log directory it is in
+Detached = tuple[Path, LogDirectory | None]
+
+
+def _rename_for_deletion(directory: Path) -> Path:
+    doomed = directory.with_name(f"{directory.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+    directory.rename(doomed)
+    return doomed
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -249,37 +260,51 @@ class LogManager:
 
     def delete_many(self, partitions: Sequence[TopicPartition]) -> None:
         """Remove partitions as `delete` does, with one checkpoint write for them all."""
-        for topic, partition in partitions:
-            self._delete_files(topic, partition)
-        self.checkpoint()
+        self.remove_detached(self.detach_many(partitions))
 
-    def _delete_files(self, topic: str, partition: int) -> None:
+    def detach_many(self, partitions: Sequence[TopicPartition]) -> list[Detached]:
+        """Take partitions out at once, with only cheap steps: each log closed without a flush
+        and its directory renamed to be deleted, so a partition of the same name can be made
+        again straight away. `remove_detached` deletes their files (the slow part)."""
+        detached: list[Detached] = []
+        for topic, partition in partitions:
+            detached.extend(self._detach(topic, partition))
+        return detached
+
+    def remove_detached(self, detached: Sequence[Detached]) -> None:
+        """Delete what `detach_many` took out, then write the checkpoints without it (unless
+        the manager closed meanwhile: its close wrote them). Callable from any thread."""
+        for path, log_dir in detached:
+            shutil.rmtree(path, ignore_errors=True)
+            if log_dir is not None:
+                log_dir.note_freed()
+        if not self._closed:
+            self.checkpoint()
+
+    def _detach(self, topic: str, partition: int) -> list[Detached]:
         with self._lock:
             partition_log = self.logs.pop((topic, partition), None)
             log_dir = self._dir_of.pop((topic, partition), None)
             self.offline_partitions.discard((topic, partition))
         if partition_log is None:
-            self._remove_stray_dirs(topic, partition)
-            return
+            return self._stray_dirs(topic, partition)
         try:
-            partition_log.delete()
-            doomed = partition_log.directory.with_name(
-                f"{partition_log.directory.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
-            )
-            partition_log.directory.rename(doomed)
-            shutil.rmtree(doomed, ignore_errors=True)
+            partition_log.close_for_deletion()
+            return [(_rename_for_deletion(partition_log.directory), log_dir)]
         except OSError as exc:
             log.warning("deleting %s-%d left files behind: %s", topic, partition, exc)
-        if log_dir is not None:
-            log_dir.note_freed()
+            return []
 
-    def _remove_stray_dirs(self, topic: str, partition: int) -> None:
-        """The directory a creation that failed midway could not remove (it had no descriptor
-        left for it then)."""
+    def _stray_dirs(self, topic: str, partition: int) -> list[Detached]:
+        """The directories a creation that failed midway could not remove (it had no
+        descriptor left for it then), renamed to be deleted."""
+        detached: list[Detached] = []
         for log_dir in self.dirs:
             stray = log_dir.path / partition_dir_name(topic, partition)
             if log_dir.online and stray.is_dir():
-                shutil.rmtree(stray, ignore_errors=True)
+                with contextlib.suppress(OSError):
+                    detached.append((_rename_for_deletion(stray), log_dir))
+        return detached
 
     def __iter__(self) -> Iterator[tuple[TopicPartition, PartitionLog]]:
         with self._lock:

@@ -725,6 +725,16 @@ class PartitionLog:
         for segment in self.segments:
             segment.close()
 
+    def close_for_deletion(self) -> None:
+        """Stop for good without a flush: the files are about to be deleted. A segment being
+        read (sendfile) closes when the read ends."""
+        with self._lock:
+            self.closed = True
+            self._spares.close()
+            for segment in self.segments:
+                segment.close()
+            self.segments = []
+
     def delete(self) -> None:
         with self._lock:
             self.closed = True

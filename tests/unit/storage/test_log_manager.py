@@ -84,6 +84,37 @@ def test_deleting_a_partition_removes_its_directory(tmp_path: Path, clock: FakeC
     assert sorted(tp for tp, _ in manager(tmp_path, clock)) == []
 
 
+def test_a_detached_partition_can_be_made_again_before_its_files_are_deleted(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    """StopReplica with delete: the loop only closes the log and renames its directory; the
+    same partition may be created again at once (a move back), and the old files go later."""
+    mgr = manager(tmp_path, clock)
+    mgr.get_or_create("moved", 0).append(batch([b"old"]), leader_epoch=0)
+    detached = mgr.detach_many([("moved", 0)])
+    assert mgr.get("moved", 0) is None
+    assert [p.name.endswith("-delete") for p, _ in detached] == [True]
+    again = mgr.get_or_create("moved", 0)
+    assert again.log_end_offset == 0, "a fresh log, not the old files"
+    mgr.remove_detached(detached)
+    assert not any(p.exists() for p, _ in detached)
+    assert [d.name for d in tmp_path.iterdir() if d.name.startswith("moved")] == ["moved-0"]
+    mgr.close()
+
+
+def test_files_deleted_after_the_manager_closed_leave_its_checkpoints_alone(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    mgr = manager(tmp_path, clock)
+    mgr.get_or_create("kept", 0).append(batch([b"x"]), leader_epoch=0)
+    mgr.get_or_create("moved", 0).append(batch([b"x"]), leader_epoch=0)
+    detached = mgr.detach_many([("moved", 0)])
+    mgr.close()
+    mgr.remove_detached(detached)
+    points = OffsetCheckpointFile(tmp_path / "recovery-point-offset-checkpoint").read()
+    assert ("kept", 0) in points and ("moved", 0) not in points
+
+
 def test_unclean_restart_recovers_from_checkpointed_recovery_points(
     tmp_path: Path, clock: FakeClock
 ) -> None:
