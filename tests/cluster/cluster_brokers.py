@@ -1,5 +1,6 @@
 """Cluster brokers for tests: `weir broker start --zookeeper ...` as child processes, what each
-one answers to a raw Metadata request, what ZooKeeper holds, and poll loops with a deadline.
+one answers to a raw Metadata request, what ZooKeeper holds, and `poll` (waiting.poll), which
+waits through the errors of brokers starting, stopping or failing over.
 
 `ClusterBroker` follows tests/integration/broker_process.py (ready file, one log file, a kill at
 teardown) and adds what a cluster member needs: `--zookeeper`, `--node-id`, `--rack`, a port
