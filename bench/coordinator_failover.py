@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # waiting
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "cluster"))
 from cluster_brokers import BrokerSet, create_topics, exchange, start_three
 from cluster_processes import start_zookeeper

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # waiting
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "cluster"))
 import faultkit as fk
 

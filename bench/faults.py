@@ -33,6 +33,7 @@ from typing import Any
 
 from confluent_kafka import Producer
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # waiting
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "cluster"))
 import faultkit as fk
 

@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # waiting
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "cluster"))
 import faultkit as fk
 import txnkit

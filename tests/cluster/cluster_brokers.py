@@ -1,5 +1,6 @@
 """Cluster brokers for tests: `weir broker start --zookeeper ...` as child processes, what each
-one answers to a raw Metadata request, what ZooKeeper holds, and poll loops with a deadline.
+one answers to a raw Metadata request, what ZooKeeper holds, and `poll` (waiting.poll), which
+waits through the errors of brokers starting, stopping or failing over.
 
 `ClusterBroker` follows tests/integration/broker_process.py (ready file, one log file, a kill at
 teardown) and adds what a cluster member needs: `--zookeeper`, `--node-id`, `--rack`, a port
@@ -34,6 +35,7 @@ from kazoo.exceptions import NoNodeError
 from kazoo.retry import KazooRetry
 from kio.schema.metadata.v12 import request as metadata_request
 
+import waiting
 from weir.protocol.codec import decode_response, encode_request
 
 IN_CI = os.environ.get("CI") == "true"
@@ -275,7 +277,7 @@ def wait_settled(brokers: Iterable[ClusterBroker]) -> int:
             return controller if controller in ids else None
         return None
 
-    controller, _ = poll(settled, SPREAD_TIMEOUT, f"{ids} listed everywhere, one controller")
+    controller = poll(settled, SPREAD_TIMEOUT, f"{ids} listed everywhere, one controller")
     return controller
 
 
@@ -294,7 +296,7 @@ def wait_same_everywhere(
             return None
         return views[0]
 
-    view, _ = poll(agreed, timeout, f"{topic}: {partitions} led partitions, alike on {brokers}")
+    view = poll(agreed, timeout, f"{topic}: {partitions} led partitions, alike on {brokers}")
     return view
 
 
@@ -307,25 +309,20 @@ def create_topics(admin: Any, *topics: Any, timeout: float = 30) -> None:
 # ---- polling -----------------------------------------------------------------------------------
 
 
-def poll(
+#: what a condition may raise while brokers start, stop or fail over: `poll` takes it for "not yet"
+UNSETTLED = (OSError, RuntimeError)
+
+
+def poll(condition: Callable[[], T], timeout: float, what: str, interval: float = 0.1) -> T:
+    """`waiting.poll`, taking UNSETTLED for "not yet"."""
+    return waiting.poll(condition, timeout, what, interval=interval, ignoring=UNSETTLED)
+
+
+def timed_poll(
     condition: Callable[[], T], timeout: float, what: str, interval: float = 0.1
 ) -> tuple[T, float]:
-    """(the first truthy value of `condition()`, seconds it took); fails the test after
-    `timeout` seconds, naming `what` and the last value (or exception) seen."""
-    start = time.monotonic()
-    last: object = None
-    while True:
-        try:
-            value = condition()
-        except (OSError, ConnectionError, RuntimeError) as exc:
-            value, last = None, exc  # type: ignore[assignment]
-        else:
-            last = value
-        if value:
-            return value, time.monotonic() - start
-        if time.monotonic() - start > timeout:
-            pytest.fail(f"{what}: not within {timeout}s; last seen: {last!r}")
-        time.sleep(interval)
+    """`waiting.timed_poll`, taking UNSETTLED for "not yet"."""
+    return waiting.timed_poll(condition, timeout, what, interval=interval, ignoring=UNSETTLED)
 
 
 # ---- raw requests to one broker ----------------------------------------------------------------

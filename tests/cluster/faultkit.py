@@ -63,6 +63,7 @@ from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 from kio.schema.metadata.v12 import request as metadata_request
 
+import waiting
 from weir.cli.zookeeper import ZooKeeperServer, find_installation
 from weir.protocol.codec import decode_response, encode_request
 
@@ -98,21 +99,15 @@ class FaultKitError(RuntimeError):
     """The harness could not do what it was asked (not a finding about the broker)."""
 
 
+#: what a condition may raise while the cluster is under faults: `poll` takes it for "not yet"
+UNSETTLED = (OSError, FaultKitError, NoNodeError, ValueError, KafkaException)
+
+
 def poll(condition: Callable[[], T], timeout: float, what: str, interval: float = 0.1) -> T:
-    """The first truthy value of `condition()`; FaultKitError after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    last: object = None
-    while True:
-        try:
-            value = condition()
-            last = value
-        except (OSError, FaultKitError, NoNodeError, ValueError, KafkaException) as exc:
-            value, last = None, exc  # type: ignore[assignment]
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise FaultKitError(f"{what}: not within {timeout:g}s; last seen {last!r}")
-        time.sleep(interval)
+    """`waiting.poll`, taking UNSETTLED for "not yet"; FaultKitError after `timeout` seconds."""
+    return waiting.poll(
+        condition, timeout, what, interval=interval, ignoring=UNSETTLED, failure=FaultKitError
+    )
 
 
 # ---- network -------------------------------------------------------------------------------------

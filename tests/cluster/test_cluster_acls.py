@@ -20,7 +20,14 @@ import threading
 import time
 from typing import Any
 
-from cluster_brokers import CHROOT, exchange, poll, wait_same_everywhere, wait_settled
+from cluster_brokers import (
+    CHROOT,
+    exchange,
+    poll,
+    timed_poll,
+    wait_same_everywhere,
+    wait_settled,
+)
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.create_acls.v3 import request as create_request
@@ -99,7 +106,7 @@ def test_acls_are_shared_by_the_brokers_through_zookeeper(
     assert [r.error_code for r in response.results] == [0, 0]
     expected = {("orders", LITERAL, ANONYMOUS, AclOperation.READ),
                 ("ord", PREFIXED, "User:alice", AclOperation.WRITE)}  # fmt: skip
-    _, seconds = poll(lambda: described(two.address) == expected, 10, "the ACLs on broker 2")
+    _, seconds = timed_poll(lambda: described(two.address) == expected, 10, "the ACLs on broker 2")
     figure("CreateAcls on broker 1 -> listed by broker 2", seconds)
 
     # broker 2 (the leader of orders) decides on them at once: Write refused, Read allowed
@@ -109,7 +116,7 @@ def test_acls_are_shared_by_the_brokers_through_zookeeper(
                          "enable.auto.commit": False, "fetch.wait.max.ms": 100})  # fmt: skip
     try:
         consumer.assign([TopicPartition("orders", 0, 0)])
-        first, _ = poll(lambda: consumer.poll(0.5), 15, "the message before the ACLs")
+        first = poll(lambda: consumer.poll(0.5), 15, "the message before the ACLs")
         assert first.error() is None and first.value() == b"before"
 
         assert_kafka_layout(zk_view)
@@ -126,7 +133,7 @@ def test_acls_are_shared_by_the_brokers_through_zookeeper(
         [result] = deleted.filter_results
         assert result.error_code == 0 and len(result.matching_acls) == 1
         removed_at = time.monotonic()
-        error, _ = poll(lambda: refusal(consumer), 15, "the consumer refused after the deletion")
+        error = poll(lambda: refusal(consumer), 15, "the consumer refused after the deletion")
         assert error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, error
         figure(
             "DeleteAcls on broker 1 -> consumer refused by broker 2", time.monotonic() - removed_at

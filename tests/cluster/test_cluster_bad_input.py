@@ -181,8 +181,8 @@ def wait_one_controller(brokers: list[ClusterBroker], zk_view, quiet_s: float = 
         views = metadata_of_all(brokers).values()
         return controller if all(v.controller == controller for v in views) else None
 
-    controller, _ = poll(settled, SPREAD_TIMEOUT + quiet_s,
-                         "one controller, named by every broker, its epoch steady")  # fmt: skip
+    controller = poll(settled, SPREAD_TIMEOUT + quiet_s,
+                      "one controller, named by every broker, its epoch steady")  # fmt: skip
     return controller
 
 

@@ -318,8 +318,8 @@ def test_routine_events_are_logged_at_info_and_what_is_unsupported_said(cluster,
     INFO (shown by default), ELECTION_NOT_NEEDED (the usual answer of an election of every
     partition) not logged as a refusal, and a reassignment written by Kafka's old ZooKeeper tool
     carried out and logged at INFO."""
-    controller, _ = poll(lambda: zk_view.json("/controller")["brokerid"], SPREAD_TIMEOUT,
-                         "a controller")  # fmt: skip
+    controller = poll(lambda: zk_view.json("/controller")["brokerid"], SPREAD_TIMEOUT,
+                      "a controller")  # fmt: skip
     logs = {n: b.logs() for n, b in cluster.items()}
     assert f"INFO weir.cluster.controller: broker {controller} is the controller" in (
         logs[controller]

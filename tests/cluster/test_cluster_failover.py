@@ -24,6 +24,7 @@ from cluster_brokers import (
     metadata_of_all,
     poll,
     start_three,
+    timed_poll,
     wait_same_everywhere,
     wait_settled,
 )
@@ -85,8 +86,11 @@ def test_killed_controller_is_replaced_with_a_higher_epoch(cluster, zk_view, fig
 
     killed_at = time.monotonic()
     cluster[old].kill()
-    new, elected_s = poll(lambda: (c := zk_view.controller()) not in (None, old) and c,
-                          FAILOVER_BOUND_S, "a new controller in /controller")  # fmt: skip
+    new, elected_s = timed_poll(
+        lambda: (c := zk_view.controller()) not in (None, old) and c,
+        FAILOVER_BOUND_S,
+        "a new controller in /controller",
+    )
     figure("controller kill -9 -> new /controller", elected_s)
     new_epoch = zk_view.controller_epoch()
     assert new_epoch > old_epoch
@@ -278,8 +282,11 @@ def test_paused_controller_is_fenced_after_it_resumes(cluster, zk_view, figure):
 
     paused_at = time.monotonic()
     cluster[old].pause()
-    new, elected_s = poll(lambda: (c := zk_view.controller()) not in (None, old) and c,
-                          FAILOVER_BOUND_S, "a new controller, the old one paused")  # fmt: skip
+    new, elected_s = timed_poll(
+        lambda: (c := zk_view.controller()) not in (None, old) and c,
+        FAILOVER_BOUND_S,
+        "a new controller, the old one paused",
+    )
     figure("controller SIGSTOP -> new /controller", elected_s)
     new_epoch = zk_view.controller_epoch()
     assert new_epoch > old_epoch

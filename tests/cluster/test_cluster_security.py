@@ -300,9 +300,9 @@ def test_mutual_tls_between_brokers_and_sasl_for_clients_on_separate_listeners(
         ports = {node_id: b.port for node_id, b in brokers_seen.items()}
         return ports if len(ports) == 2 else None
 
-    client_view, _ = poll(lambda: listed(plain), 30, "both brokers listed on CLIENT")
+    client_view = poll(lambda: listed(plain), 30, "both brokers listed on CLIENT")
     assert client_view == client_ports
-    internal_view, _ = poll(lambda: listed(internal_client), 10, "both listed on INTERNAL")
+    internal_view = poll(lambda: listed(internal_client), 10, "both listed on INTERNAL")
     assert internal_view == {b.node_id: b.port for b in brokers}
 
     topic = "two-listeners"

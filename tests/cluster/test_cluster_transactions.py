@@ -150,7 +150,7 @@ def _transaction_coordinator(broker: ClusterBroker, transactional_id: str) -> in
         response = exchange(broker.address, FIND_COORDINATOR, 3, body)
         return int(response.node_id) if response.error_code == 0 else None
 
-    node_id, _ = poll(found, TIMEOUT, f"the coordinator of {transactional_id}")
+    node_id = poll(found, TIMEOUT, f"the coordinator of {transactional_id}")
     return node_id
 
 
@@ -172,7 +172,7 @@ def test_a_leader_refuses_a_batch_its_remote_coordinator_did_not_add(cluster):
         ok = response.error_code == ErrorCode.none
         return (int(response.producer_id), int(response.producer_epoch)) if ok else None
 
-    (producer_id, epoch), _ = poll(init, TIMEOUT, "a producer id for 'stray'")
+    producer_id, epoch = poll(init, TIMEOUT, "a producer id for 'stray'")
 
     def send(sequence: int) -> ErrorCode:
         record = Record(offset=0, timestamp=0, key=None, value=f"v{sequence}".encode())
@@ -212,8 +212,8 @@ def test_a_leader_refuses_a_batch_its_remote_coordinator_did_not_add(cluster):
 
     poll(closed_on_the_leader, TIMEOUT, "the commit marker on the leader")
     # NOT_ENOUGH_REPLICAS (retried by producers) until the coordinator has completed the commit
-    answer, _ = poll(lambda: (e := send(2)) is not ErrorCode.not_enough_replicas and e,
-                     TIMEOUT, "a final answer")  # fmt: skip
+    answer = poll(lambda: (e := send(2)) is not ErrorCode.not_enough_replicas and e,
+                  TIMEOUT, "a final answer")  # fmt: skip
     assert answer is ErrorCode.invalid_txn_state
     assert sorted(v for vs in _read_committed(cluster[1], "verified").values() for v in vs) == [
         b"v0", b"v1"]  # fmt: skip

@@ -18,7 +18,14 @@ import warnings
 from pathlib import Path
 
 import pytest
-from cluster_brokers import CHROOT, create_topics, metadata_of_all, poll, wait_settled
+from cluster_brokers import (
+    CHROOT,
+    create_topics,
+    metadata_of_all,
+    poll,
+    timed_poll,
+    wait_settled,
+)
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -233,12 +240,12 @@ def test_a_move_survives_its_controller_and_its_old_leader_killed(
         move(0, [y, z])
         assert moving(0)
         brokers[controller].kill()
-        _, took = poll(lambda: zk_view.controller() not in (None, controller), 60,
-                       "a new controller")  # fmt: skip
+        _, took = timed_poll(lambda: zk_view.controller() not in (None, controller), 60,
+                             "a new controller")  # fmt: skip
         figure("controller kill -9 -> successor", took)
         poll(lambda: moving(0), 30, "the move still under way on the new controller")
         brokers[z].resume()
-        _, took = poll(lambda: not moving(0), 90, "the move finished by the new controller")
+        _, took = timed_poll(lambda: not moving(0), 90, "the move finished by the new controller")
         figure("new replica resumed -> move complete", took)
         brokers[controller].start()
 
@@ -249,7 +256,7 @@ def test_a_move_survives_its_controller_and_its_old_leader_killed(
         assert moving(1)
         brokers[x].kill()
         brokers[z].resume()
-        _, took = poll(lambda: not moving(1), 90, "the move complete without its old leader")
+        _, took = timed_poll(lambda: not moving(1), 90, "the move complete without its old leader")
         figure("leaving leader kill -9 -> move complete", took)
         brokers[x].start()
         acked = len(history.acked)

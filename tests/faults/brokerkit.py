@@ -358,13 +358,6 @@ def topics(bootstrap: str) -> set[str]:
     return set(admin(bootstrap).list_topics(timeout=30).topics)
 
 
-def wait_until(predicate: Any, timeout: float, what: str, interval: float = 0.1) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"not within {timeout}s: {what}"
-        time.sleep(interval)
-
-
 # ---- raw requests --------------------------------------------------------------------------
 
 

@@ -37,9 +37,10 @@ from brokerkit import (
     tmpfs,
     topics,
     value_for,
-    wait_until,
 )
 from confluent_kafka import Consumer, TopicPartition
+
+from waiting import poll
 
 DISK_BYTES = 24 * MiB
 TOPIC = "full-disk"
@@ -149,7 +150,7 @@ def test_stop_and_start_while_the_disk_is_full(disk: Path, start_broker: StartBr
     refused_once_full(broker, TOPIC)
 
     spacer.unlink()
-    wait_until(lambda: raw_produce(broker, TOPIC) == 0, 10, "produce accepted once space returned")
+    poll(lambda: raw_produce(broker, TOPIC) == 0, 10, "produce accepted once space returned")
     later = AckedProducer(broker.bootstrap, TOPIC, next_seq=100_000)
     assert len(later.produce(200)) == 200, later.failed
     check_all(broker.bootstrap, TOPIC, producer.acked | later.acked)
@@ -214,7 +215,7 @@ def test_delete_records_frees_space_while_full(
     free_before = free_bytes(disk)
     assert delete_records(broker.bootstrap, TOPIC, before) == before
 
-    wait_until(
+    poll(
         lambda: free_bytes(disk) >= free_before + MiB,
         10,
         f"DeleteRecords below offset {before} freeing 1 MiB of ~{before // 1000} MB "
@@ -235,7 +236,7 @@ def test_topic_deletion_frees_space_while_full(disk: Path, start_broker: StartBr
     free_before = free_bytes(disk)
     delete_topic(broker.bootstrap, "doomed")
 
-    wait_until(
+    poll(
         lambda: free_bytes(disk) >= free_before + int(2.5 * MiB),
         10,
         f"deleting a topic of ~3 MB freeing 2.5 MiB ({free_before} bytes free before)",
@@ -271,7 +272,7 @@ def test_offset_commits_below_the_free_space_floor(disk: Path, start_broker: Sta
         consumer.commit(offsets=[partition], asynchronous=False)  # the group's offsets exist
         fill(disk / "spacer", leave=MiB)  # below the floor, with room left
         assert MiB // 2 < free_bytes(disk) < 2 * MiB
-        wait_until(
+        poll(
             lambda: raw_produce(broker, TOPIC) == KAFKA_STORAGE_ERROR,
             5,
             "produce refused below log.dir.min.free.bytes",

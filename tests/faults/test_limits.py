@@ -29,8 +29,9 @@ from brokerkit import (
     check_all,
     create_topic,
     require_tool,
-    wait_until,
 )
+
+from waiting import poll
 
 TOPIC = "limits"
 KiB = 1024
@@ -87,7 +88,7 @@ def test_more_connections_than_descriptors(tmp_path: Path) -> None:
             code = sock.connect_ex(("127.0.0.1", broker.port))
             assert code in (0, errno.EINPROGRESS), errno.errorcode.get(code, code)
             sockets.append(sock)
-        wait_until(
+        poll(
             lambda: "out of file descriptors" in broker.logs() or "accept failed" in broker.logs(),
             15,
             "a warning that accept ran out of descriptors",
@@ -138,7 +139,7 @@ def test_connections_over_the_limit_are_closed(tmp_path: Path, setting: str) -> 
             assert clients[-1].api_versions().error_code == 0
         with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as extra:
             assert_closed_by_broker(extra)
-        wait_until(lambda: "refused connection from" in broker.logs(), 5, "the refusal logged")
+        poll(lambda: "refused connection from" in broker.logs(), 5, "the refusal logged")
         assert setting in broker.logs().split("refused connection from", 1)[1].split("\n", 1)[0]
         for client in clients:  # the ten admitted ones are untouched
             assert client.api_versions().error_code == 0
@@ -152,7 +153,7 @@ def test_connections_over_the_limit_are_closed(tmp_path: Path, setting: str) -> 
             except (ConnectionError, OSError):
                 return False
 
-        wait_until(admitted, 10, "a connection admitted after one of the ten closed", 0.2)
+        poll(admitted, 10, "a connection admitted after one of the ten closed", interval=0.2)
         assert broker.stop() == 0
     finally:
         for client in clients:
@@ -256,7 +257,7 @@ def test_a_frame_larger_than_the_cap_is_refused(tmp_path: Path) -> None:
         with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as sock:
             sock.sendall((8 * MiB).to_bytes(4, "big") + bytes(64 * KiB))
             assert_closed_by_broker(sock)
-        wait_until(lambda: "queued.max.request.bytes" in broker.logs(), 5, "the refusal logged")
+        poll(lambda: "queued.max.request.bytes" in broker.logs(), 5, "the refusal logged")
         create_topic(broker.bootstrap, TOPIC)
         round_trip(broker, TOPIC, 0)
         assert broker.stop() == 0

@@ -15,6 +15,8 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from waiting import poll
+
 HANDLERS = Path(__file__).with_name("consumer_handlers.py")
 READY = re.compile(r"weir consumer running: .* metrics on http://(\S+)/metrics")
 
@@ -84,12 +86,14 @@ class ConsumerProcess:
         self, condition: str, predicate: Callable[[], object], timeout_s: float = 60
     ) -> None:
         """Wait for `predicate`, failing early if the process exits."""
-        deadline = time.monotonic() + timeout_s
-        while not predicate():
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{condition} not reached in {timeout_s}s:\n{self.logs()}")
+
+        def reached() -> bool:
+            if predicate():
+                return True
             self.check_alive()
-            time.sleep(0.1)
+            return False
+
+        poll(reached, timeout_s, condition, detail=self.logs)
 
     def check_alive(self) -> None:
         assert self.process is not None and self.process.poll() is None, self.logs()

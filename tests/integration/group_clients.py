@@ -23,7 +23,7 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import IO, Any
 
@@ -139,17 +139,6 @@ def stop_all(consumers: Iterable[ConsumerProcess]) -> None:
         assert consumer.process.stdout is not None
         if not consumer.process.stdout.closed:
             consumer.stop()
-
-
-def wait_until(
-    condition: Callable[[], bool], timeout: float, explain: Callable[[], str], step: float = 0.05
-) -> None:
-    """Poll `condition` until it holds; fail with `explain()` at the deadline."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not reached within {timeout}s:\n{explain()}")
-        time.sleep(step)
 
 
 # ---- the child's side ----------------------------------------------------------------------

@@ -13,7 +13,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +22,8 @@ import pytest
 from broker_process import IN_CI
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+
+from waiting import poll
 
 DEMO_DATA = Path(__file__).resolve().parents[2] / "src" / "weir" / "cli" / "demo_data"
 
@@ -208,11 +209,15 @@ class LogsJobProcess:
         return [json.loads(m.read_text()) for m in markers if m.name.isdigit()]
 
     def wait_for(self, condition: Any, what: str, timeout: float = 600) -> None:
-        deadline = time.monotonic() + timeout
-        while not condition():
+        """Wait for `condition`, failing early if the job exits."""
+
+        def reached() -> bool:
+            if condition():
+                return True
             assert self.process is not None and self.process.poll() is None, self.output()
-            assert time.monotonic() < deadline, f"timed out waiting for {what}"
-            time.sleep(0.5)
+            return False
+
+        poll(reached, timeout, what, interval=0.5)
 
     def close(self) -> None:
         """Kills the job if it still runs (after a failed test)."""
@@ -289,12 +294,16 @@ class StandaloneCluster:
             return None
 
     def wait_for(self, condition: Any, what: str, timeout: float = 180) -> None:
-        deadline = time.monotonic() + timeout
-        while not condition():
+        """Wait for `condition`, failing early if a process of the cluster exits."""
+
+        def reached() -> bool:
+            if condition():
+                return True
             for name, process in self.processes.items():
                 assert process.poll() is None, f"the {name} exited:\n{self.output(name)}"
-            assert time.monotonic() < deadline, f"timed out waiting for {what}"
-            time.sleep(0.5)
+            return False
+
+        poll(reached, timeout, what, interval=0.5)
 
     def output(self, name: str) -> str:
         return (self.root / f"{name}.log").read_text(errors="replace")[-4000:]

@@ -5,28 +5,21 @@ from __future__ import annotations
 
 import shutil
 import signal
-import time
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from agent_process import AgentProcess, create_topic, read_topic
 from broker_process import BrokerProcess
 
+from waiting import poll
 from weir.agent.agent import Agent
 from weir.agent.client import AgentClient
 from weir.agent.config import AgentConfig
 from weir.agent.event import Event
 from weir.agent.queue import Durability
-
-
-def _wait_for(condition: Callable[[], bool], timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.05)
 
 
 def _assert_in_order_per_key(
@@ -60,7 +53,7 @@ def test_memory_queue_spills_while_brokers_are_down_and_replays_in_order(
         assert agent.wait_drained(60)
         assert not list(spool.glob("mem/*.ring")), "nothing spills while the cluster answers"
         broker.stop()
-        _wait_for(lambda: not agent.cluster_reachable)
+        poll(lambda: not agent.cluster_reachable, 60, "the agent finding the cluster gone")
         send(range(1000, 3000))
         spilled = sum(q.spilled for q in agent.queue_statuses())
         assert spilled == 2000 and list(spool.glob("mem/*.ring"))
@@ -105,7 +98,7 @@ def test_queued_events_survive_an_agent_restart(
     assert broker.process is not None
     try:
         send(range(0, 20))
-        _wait_for(lambda: _depth(agent) == 0)
+        poll(lambda: _depth(agent) == 0, 60, "every queue empty")
         broker.process.send_signal(signal.SIGSTOP)  # connections stay up; nothing is acknowledged
         send(range(20, 520))
         status = agent.status()
@@ -114,7 +107,7 @@ def test_queued_events_survive_an_agent_restart(
         broker.process.send_signal(signal.SIGCONT)
         agent.start()
         send(range(520, 600))
-        _wait_for(lambda: _depth(agent) == 0, timeout=120)
+        poll(lambda: _depth(agent) == 0, 120, "every queue empty again")
     finally:
         broker.process.send_signal(signal.SIGCONT)
         agent.stop()

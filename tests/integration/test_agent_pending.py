@@ -21,6 +21,7 @@ from broker_process import BrokerProcess
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewPartitions
 
+from waiting import poll
 from weir.agent.agent import Agent
 from weir.agent.client import AgentClient
 from weir.agent.config import AgentConfig
@@ -55,13 +56,6 @@ def _stopped_at_the_end(broker: BrokerProcess, agent: AgentProcess) -> Iterator[
             agent.kill()
         if broker.process is not None:
             broker.stop()
-
-
-def _wait_for(condition: Callable[[], bool], timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.1)
 
 
 def _send(agent: AgentProcess, events: list[Event]) -> float:
@@ -103,7 +97,7 @@ def test_never_seen_topic_with_brokers_down_is_placed_by_key_after_kill_9(tmp_pa
         agent.start()
         broker.start()
         records = read_topic(broker.bootstrap, "never-seen", 6, 5000, distinct=True, timeout=90)
-        _wait_for(lambda: not agent.status()["pending"])
+        poll(lambda: not agent.status()["pending"], 60, "nothing pending")
         agent.stop()
         librdkafka = _librdkafka_partitions(broker.bootstrap, "librdkafka", keys)
     received: dict[bytes, list[bytes]] = defaultdict(list)
@@ -130,7 +124,7 @@ def test_sigterm_with_100k_undelivered_events_exits_in_time_and_loses_nothing(
         create_topic(broker.bootstrap, "known", 2)
         agent.start()
         _send(agent, [Event(topic="known", value=b"warm-up")])
-        _wait_for(lambda: any(q["sent"] for q in agent.status()["queues"]))
+        poll(lambda: any(q["sent"] for q in agent.status()["queues"]), 60, "the warm-up sent")
         broker.stop()
         _send(agent, known + fresh)
         code, elapsed = _terminate(agent)
@@ -163,7 +157,7 @@ def test_topic_missing_when_the_cluster_returns_is_dead_lettered_and_counted(
         agent.start()
         _send(agent, [Event(topic="ghost", value=b"g%d" % i, key=b"k") for i in range(20)])
         broker.start()
-        _wait_for(lambda: bool(agent.status()["dead_letters"]))
+        poll(lambda: agent.status()["dead_letters"], 60, "a dead letter")
         status = agent.status()
         (dead,) = status["dead_letters"]
         assert dead["topic"] == "ghost" and dead["events"] == 20
@@ -236,7 +230,7 @@ def test_partition_growth_is_picked_up_and_keys_follow_the_new_count(
             agent.send("growing", b"before-" + key, key=key)
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         admin.create_partitions([NewPartitions("growing", 5)])["growing"].result(30)
-        _wait_for(lambda: agent.registry.known_count("growing") == 5)
+        poll(lambda: agent.registry.known_count("growing") == 5, 60, "5 partitions known")
         for key in keys:
             agent.send("growing", b"after-" + key, key=key)
         assert agent.wait_drained(60)

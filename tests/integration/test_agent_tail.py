@@ -15,6 +15,8 @@ from agent_process import AgentProcess, create_topic, read_topic
 from broker_process import BrokerProcess
 from confluent_kafka import Consumer, TopicPartition
 
+from waiting import poll
+
 TOPIC = "tailed"
 TAIL_CONFIG = """
 tail_poll_ms = 100
@@ -51,15 +53,14 @@ def _tailing_agent(
 
 def _wait_caught_up(agent: AgentProcess, files: list[Path], timeout: float = 90) -> None:
     """Until every file is read to its end and every queue is empty."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def caught_up() -> bool:
         status = agent.status()
         offsets = {(p["device"], p["inode"]): p["offset"] for p in status["tailed_files"]}
         read = all(offsets.get(_file_id(f)) == f.stat().st_size for f in files)
-        if read and all(q["depth"] == 0 for q in status["queues"]):
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"agent did not catch up: {agent.status()}")
+        return read and all(q["depth"] == 0 for q in status["queues"])
+
+    poll(caught_up, timeout, "the agent caught up", detail=lambda: str(agent.status()))
 
 
 def _file_id(path: Path) -> tuple[int, int]:

@@ -32,6 +32,7 @@ from consumer_handlers import read_lines
 from consumer_postgres import PostgresServer
 from consumer_processes import HANDLERS, ConsumerProcess
 
+from waiting import poll
 from weir.consumer import (
     ConsumerSettings,
     LogConsumer,
@@ -137,18 +138,6 @@ def committed_at(
     return lambda: committed_offsets(bootstrap, group, topic, len(ends)) == ends
 
 
-def wait_until(
-    what: str,
-    condition: Callable[[], bool],
-    timeout_s: float = TIMEOUT_S,
-    explain: Callable[[], str] = str,
-) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"{what} not reached in {timeout_s}s{explain()}"
-        time.sleep(0.2)
-
-
 Framework = Callable[..., ConsumerProcess]
 
 
@@ -192,7 +181,7 @@ def test_every_record_is_handled_once_and_committed(
     ends = end_offsets(shared.bootstrap, topic, partitions)
     process = framework(shared.bootstrap, "seen", topic, group, "--workers", "3")
     process.start()
-    wait_until("everything committed", committed_at(shared.bootstrap, group, topic, ends))
+    poll(committed_at(shared.bootstrap, group, topic, ends), TIMEOUT_S, "everything committed")
     assert process.stop() == 0
     lines = read_lines(tmp_path / f"out-{group}")
     assert Counter((int(p), int(o), v.encode()) for _, _, p, o, v in lines) == Counter(
@@ -211,7 +200,7 @@ def test_worker_processes_run_a_handler_from_a_dotted_module(
     process.command[5] = "consumer_handlers:seen"  # MODULE:FUNCTION, found from the cwd
     process.cwd = HANDLERS.parent
     parent = process.start().pid
-    wait_until("300 handled", lambda: len(read_lines(tmp_path / f"out-{group}")) >= 300)
+    poll(lambda: len(read_lines(tmp_path / f"out-{group}")) >= 300, TIMEOUT_S, "300 handled")
     assert process.stop() == 0
     lines = read_lines(tmp_path / f"out-{group}")
     assert {(int(p), int(o)) for _, _, p, o, _ in lines} == {
@@ -294,7 +283,7 @@ def test_ordering_modes(shared: BrokerProcess, ordering: Ordering) -> None:
         settings(shared.bootstrap, topic, f"{topic}-group", workers=6, ordering=ordering), handler
     ))  # fmt: skip
     try:
-        wait_until(f"{count} records handled", lambda: len(spans) >= count)
+        poll(lambda: len(spans) >= count, TIMEOUT_S, f"{count} records handled")
     finally:
         running.stop()
     assert len({(s.partition, s.offset) for s in spans}) == len(spans) == count
@@ -341,7 +330,11 @@ def test_poison_records_go_to_the_dead_letter_topic_after_the_retries(
     process = framework(shared.bootstrap, "poison", topic, group,
                         "--retries", "2", "--retry-backoff-ms", "20")  # fmt: skip
     process.start()
-    wait_until("all committed, poison included", committed_at(shared.bootstrap, group, topic, ends))
+    poll(
+        committed_at(shared.bootstrap, group, topic, ends),
+        TIMEOUT_S,
+        "all committed, poison included",
+    )
     metrics = process.metrics()
     assert process.stop() == 0
     poison = {(r.partition, r.offset): r.value for r in produced if r.value.startswith(b"poison")}
@@ -523,10 +516,14 @@ def test_revoked_work_finishes_or_is_abandoned_uncommitted(shared: BrokerProcess
         assert reached.wait(TIMEOUT_S)
         second = Running(LogConsumer(settings(shared.bootstrap, topic, group, **options), handler))
         try:
-            wait_until("the hung record handled again", lambda: handled[hung] == 1)
-            wait_until("every record handled", lambda: len(handled) == count)
+            poll(lambda: handled[hung] == 1, TIMEOUT_S, "the hung record handled again")
+            poll(lambda: len(handled) == count, TIMEOUT_S, "every record handled")
             ends = end_offsets(shared.bootstrap, topic, partitions)
-            wait_until("everything committed", committed_at(shared.bootstrap, group, topic, ends))
+            poll(
+                committed_at(shared.bootstrap, group, topic, ends),
+                TIMEOUT_S,
+                "everything committed",
+            )
         finally:
             second.stop()
     finally:
@@ -554,13 +551,13 @@ def test_partitions_paused_by_back_pressure_are_fetched_again_after_a_rebalance(
     first = Running(LogConsumer(tight, lambda _record: gate.wait(TIMEOUT_S)))
     try:
         stats = first.consumer.snapshot().fetchers[0]
-        wait_until("every partition paused", lambda: stats.paused_partitions == partitions)
+        poll(lambda: stats.paused_partitions == partitions, TIMEOUT_S, "every partition paused")
         second = Running(LogConsumer(settings(shared.bootstrap, topic, group), ignore))
-        wait_until("a rebalance", lambda: stats.rebalances > 1)
+        poll(lambda: stats.rebalances > 1, TIMEOUT_S, "a rebalance")
         second.stop()  # the first consumer owns every partition again, and its handler
         gate.set()  # no longer waits
         ends = end_offsets(shared.bootstrap, topic, partitions)
-        wait_until("everything committed", committed_at(shared.bootstrap, group, topic, ends))
+        poll(committed_at(shared.bootstrap, group, topic, ends), TIMEOUT_S, "everything committed")
     finally:
         gate.set()
         first.stop()
@@ -588,7 +585,7 @@ def test_two_fetcher_threads_share_the_partitions(shared: BrokerProcess, strateg
     running = Running(consumer)
     try:
         ends = end_offsets(shared.bootstrap, topic, partitions)
-        wait_until("everything committed", committed_at(shared.bootstrap, group, topic, ends))
+        poll(committed_at(shared.bootstrap, group, topic, ends), TIMEOUT_S, "everything committed")
         owners = [set(fetcher.partitions) for fetcher in consumer.snapshot().fetchers]
     finally:
         running.stop()
@@ -839,17 +836,21 @@ def test_kill_9_at_random_moments(
             }
             for i in instances
         ]
-        return f"\nends {ends}\nsink {stored}\nkafka {kafka}\n" + "\n".join(map(str, metrics))
+        return f"ends {ends}\nsink {stored}\nkafka {kafka}\n" + "\n".join(map(str, metrics))
 
     if sink:
-        wait_until(
-            "the sink's offsets at the end", sink_at(sink, group, topic, ends), explain=explain
+        poll(
+            sink_at(sink, group, topic, ends),
+            TIMEOUT_S,
+            "the sink's offsets at the end",
+            detail=explain,
         )
     else:
-        wait_until(
-            "everything committed",
+        poll(
             committed_at(shared.bootstrap, group, topic, ends),
-            explain=explain,
+            TIMEOUT_S,
+            "everything committed",
+            detail=explain,
         )
     assert [instance.stop() for instance in instances] == [0] * KILL_INSTANCES
     if sink:

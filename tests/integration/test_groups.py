@@ -31,9 +31,11 @@ from confluent_kafka.admin import (
     MemberDescription,
     NewTopic,
 )
-from group_clients import CLIENTS, ConsumerProcess, stop_all, wait_until
+from group_clients import CLIENTS, ConsumerProcess, stop_all
 from group_raw import RawMember, consumer_assignment, consumer_subscription
 from kio.schema.errors import ErrorCode
+
+from waiting import poll
 
 with warnings.catch_warnings():
     # kafka-python 3.0.12 reads its protocol schemas with the deprecated
@@ -271,7 +273,7 @@ class Scenario:
         return owned == described and all(owned.values())
 
     def wait_settled(self) -> dict[str, set[int]]:
-        wait_until(self.settled, TIMEOUT, self.explain, step=0.2)
+        poll(self.settled, TIMEOUT, "the group settled", interval=0.2, detail=self.explain)
         owned = {name: set(m.snapshot()[0]) for name, m in self.live().items()}
         every = [p for partitions in owned.values() for p in partitions]
         assert sorted(every) == list(range(self.partitions)), f"not a partition: {owned}"
@@ -319,15 +321,16 @@ def test_members_share_the_partitions_through_joins_and_a_killed_member(
         assert orphaned <= set().union(*third.values()), "the dead member's partitions moved"
 
         scenario.produce(60)
-        wait_until(lambda: scenario.processed() >= set(scenario.produced), TIMEOUT,
-                   scenario.explain)  # fmt: skip
+        poll(lambda: scenario.processed() >= set(scenario.produced), TIMEOUT,
+             "every produced value processed", detail=scenario.explain)  # fmt: skip
         assert scenario.processed() <= set(scenario.produced)
         ends = dict.fromkeys(range(6), len(scenario.produced) // scenario.partitions)
 
         def progress() -> str:
             return f"committed {committed(admin, scenario.group)}, ends {ends}"
 
-        wait_until(lambda: committed(admin, scenario.group) == ends, TIMEOUT, progress)
+        poll(lambda: committed(admin, scenario.group) == ends, TIMEOUT,
+             "the group's offsets committed at the ends", detail=progress)  # fmt: skip
     finally:
         stop_all(scenario.members.values())
 
@@ -538,14 +541,14 @@ def test_offsets_and_the_group_survive_kill_9(
         return consumer
 
     def processed_all(consumer: ConsumerProcess, values: list[bytes]) -> None:
-        wait_until(lambda: set(consumer.snapshot()[1]) >= set(values), TIMEOUT,
-                   consumer.describe)  # fmt: skip
+        poll(lambda: set(consumer.snapshot()[1]) >= set(values), TIMEOUT,
+             f"{len(values)} values processed", detail=consumer.describe)  # fmt: skip
 
     try:
         first = start("first")
         processed_all(first, first_values)
-        wait_until(lambda: committed(admin, group) == dict.fromkeys(range(6), 10), TIMEOUT,
-                   first.describe)  # fmt: skip
+        poll(lambda: committed(admin, group) == dict.fromkeys(range(6), 10), TIMEOUT,
+             "offset 10 committed on every partition", detail=first.describe)  # fmt: skip
         [member] = describe(admin, group).members
 
         broker.kill()
@@ -565,8 +568,8 @@ def test_offsets_and_the_group_survive_kill_9(
             "the member carried on in the restored generation"
         )
         assert first.stop() == 0
-        wait_until(lambda: describe(admin, group).state == ConsumerGroupState.EMPTY, TIMEOUT,
-                   lambda: str(describe(admin, group).state))  # fmt: skip
+        poll(lambda: describe(admin, group).state == ConsumerGroupState.EMPTY, TIMEOUT,
+             "the group empty", detail=lambda: str(describe(admin, group).state))  # fmt: skip
 
         broker.kill()
         broker.start()

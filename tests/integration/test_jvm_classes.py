@@ -7,12 +7,12 @@ from __future__ import annotations
 import shlex
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from pipeline_spark import require_spark
 
+from waiting import poll
 from weir.pipeline.jvm_classes import (
     ARCHIVE_SUFFIX,
     MAP,
@@ -87,10 +87,7 @@ def test_no_archive_while_another_jvm_writes_one(spark_home: Path, tmp_path: Pat
     [writing] = [o.split("=", 1)[1] for o in first if o.startswith(WRITE)]
     process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", writing])
     try:
-        deadline = time.monotonic() + 10
-        while not being_written(Path(writing)):  # until the child has exec'd
-            assert time.monotonic() < deadline, "a live process's command line was not seen"
-            time.sleep(0.02)
+        poll(lambda: being_written(Path(writing)), 10, "the child's command line", interval=0.02)
         # the JVM runs: it writes its archive only as it exits
         assert archive_options(spark_home, cache, spark_version=VERSION) is None
         Path(writing).write_bytes(b"half of an archive")  # it exits, and writes

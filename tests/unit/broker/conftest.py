@@ -1,3 +1,7 @@
+"""Fixtures for the coordinator tests: a world is a coordinator on real storage in tmp_path and
+fake time. Here it is a GroupWorld; txn/conftest.py overrides `world_kind` so that the tests
+under txn/ get a TxnWorld from the same `make_world` and `world`."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -17,13 +21,23 @@ def clock() -> FakeClock:
 
 
 @pytest.fixture
-def make_world(tmp_path: Path, clock: FakeClock) -> Iterator[Callable[..., GroupWorld]]:
-    """Build a GroupWorld with GroupConfig overrides; every world is closed at teardown."""
-    worlds: list[GroupWorld] = []
+def world_kind() -> tuple[Callable[..., Any], Any]:
+    """The world class `make_world` builds and the config its overrides apply to."""
+    return GroupWorld, TEST_GROUP_CONFIG
 
-    def make(**overrides: Any) -> GroupWorld:
-        config = dataclasses.replace(TEST_GROUP_CONFIG, **overrides)
-        world = GroupWorld(tmp_path / f"data-{len(worlds)}", clock, config)
+
+@pytest.fixture
+def make_world(
+    tmp_path: Path, clock: FakeClock, world_kind: tuple[Callable[..., Any], Any]
+) -> Iterator[Callable[..., Any]]:
+    """Build a world of `world_kind` with config overrides; every world is closed at teardown."""
+    build, defaults = world_kind
+    worlds: list[Any] = []
+
+    def make(**overrides: Any) -> Any:
+        world = build(
+            tmp_path / f"data-{len(worlds)}", clock, dataclasses.replace(defaults, **overrides)
+        )
         worlds.append(world)
         return world
 
@@ -33,5 +47,5 @@ def make_world(tmp_path: Path, clock: FakeClock) -> Iterator[Callable[..., Group
 
 
 @pytest.fixture
-def world(make_world: Callable[..., GroupWorld]) -> GroupWorld:
+def world(make_world: Callable[..., Any]) -> Any:
     return make_world()

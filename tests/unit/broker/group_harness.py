@@ -1,18 +1,17 @@
-"""Helpers shared by the group coordinator unit tests: a broker's storage stack on a real
-directory and fake time, and builders for joins, syncs and consumer subscriptions."""
+"""Helpers shared by the group coordinator unit tests: a group coordinator on a broker's
+storage stack (storage_world.py), and builders for joins, syncs and consumer subscriptions."""
 
 from __future__ import annotations
 
 import asyncio
 import struct
 from collections.abc import Coroutine, Iterable
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from kio.schema.errors import ErrorCode
+from storage_world import StorageWorld
 
-from weir.broker.config import BrokerConfig
 from weir.broker.group.coordinator import (
     GroupConfig,
     GroupCoordinator,
@@ -22,11 +21,6 @@ from weir.broker.group.coordinator import (
 )
 from weir.broker.group.group import CommittedOffset, TopicPartition
 from weir.broker.group.store import GroupStore
-from weir.broker.replica_manager import ReplicaManager
-from weir.broker.topics import TopicManager
-from weir.clock import FakeClock, FakeScheduler
-from weir.cluster.metadata import EmbeddedMetadataStore
-from weir.storage import LogConfig, LogManager, LogManagerConfig
 
 T = TypeVar("T")
 
@@ -89,47 +83,14 @@ async def settle() -> None:
 
 
 @dataclass
-class GroupWorld:
-    """The storage a broker builds in `Broker._open_storage`, on `data_dir` and fake time."""
+class GroupWorld(StorageWorld):
+    """A group coordinator on a broker's storage (storage_world.py)."""
 
-    data_dir: Path
-    clock: FakeClock
     config: GroupConfig = TEST_GROUP_CONFIG
-    topics_to_create: dict[str, int] = field(default_factory=lambda: {"orders": 3, "payments": 2})
-    closed: bool = True
 
-    def __post_init__(self) -> None:
-        self.open()
-        for name, partitions in self.topics_to_create.items():
-            self.topics.create_now(name, partitions, {})
-
-    def open(self) -> None:
-        broker_config = BrokerConfig(data_dir=self.data_dir)
-        self.metadata = EmbeddedMetadataStore(self.data_dir)
-        self.scheduler = FakeScheduler(self.clock)
-        topic_configs = {
-            name: LogConfig.from_properties(info.configs, broker_config.log_defaults)
-            for name, info in self.metadata.topics().items()
-        }
-        self.logs = LogManager(
-            self.data_dir,
-            broker_config.log_defaults,
-            self.clock,
-            self.scheduler,
-            LogManagerConfig(flush_check_interval_ms=60_000),
-            topic_configs,
-        )
-        self.replicas = ReplicaManager(self.logs, self.clock)
-        self.topics = TopicManager(broker_config, self.metadata, self.replicas)
+    def open_coordinator(self) -> None:
         self.store = GroupStore(self.replicas, self.topics, OFFSETS_PARTITIONS, self.clock)
         self.coordinator = GroupCoordinator(self.config, self.clock, self.store)
-        self.closed = False
-
-    def close(self) -> None:
-        if not self.closed:
-            self.logs.close()
-            self.scheduler.shutdown()
-            self.closed = True
 
     def reopen(self) -> GroupCoordinator:
         self.close()

@@ -1,24 +1,18 @@
-"""Helpers shared by the transaction coordinator unit tests: a broker's storage stack on a real
-directory and fake time, a transaction coordinator over it, and a marker writer that records
-what it is asked to write and answers what the test tells it to."""
+"""Helpers shared by the transaction coordinator unit tests: a transaction coordinator on a
+broker's storage stack (../storage_world.py), and a marker writer that records what it is asked
+to write and answers what the test tells it to."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from kio.schema.errors import ErrorCode
+from storage_world import StorageWorld
 
-from weir.broker.config import BrokerConfig
-from weir.broker.replica_manager import ReplicaManager
-from weir.broker.topics import TopicManager
 from weir.broker.txn.coordinator import InitResult, TransactionCoordinator, TxnConfig
 from weir.broker.txn.store import TransactionStore
-from weir.clock import FakeClock, FakeScheduler
-from weir.cluster.metadata import EmbeddedMetadataStore
-from weir.storage import LogConfig, LogManager, LogManagerConfig
 
 STATE_PARTITIONS = 4
 TIMEOUT_MS = 60_000
@@ -72,55 +66,27 @@ async def no_wait(_seconds: float) -> None:
 
 
 @dataclass
-class TxnWorld:
-    """The storage a broker builds in `Broker._open_storage`, on `data_dir` and fake time."""
+class TxnWorld(StorageWorld):
+    """A transaction coordinator on a broker's storage (../storage_world.py), writing its
+    markers through `markers`."""
 
-    data_dir: Path
-    clock: FakeClock
     config: TxnConfig = TEST_TXN_CONFIG
     markers: FakeMarkers = field(default_factory=FakeMarkers)
-    closed: bool = True
 
     def __post_init__(self) -> None:
         self.next_id = 1000
-        self.open()
-        for name, partitions in {"orders": 3, "payments": 2}.items():
-            self.topics.create_now(name, partitions, {})
+        super().__post_init__()
 
-    def open(self) -> None:
-        broker_config = BrokerConfig(data_dir=self.data_dir)
-        self.metadata = EmbeddedMetadataStore(self.data_dir)
-        self.scheduler = FakeScheduler(self.clock)
-        topic_configs = {
-            name: LogConfig.from_properties(info.configs, broker_config.log_defaults)
-            for name, info in self.metadata.topics().items()
-        }
-        self.logs = LogManager(
-            self.data_dir,
-            broker_config.log_defaults,
-            self.clock,
-            self.scheduler,
-            LogManagerConfig(flush_check_interval_ms=60_000),
-            topic_configs,
-        )
-        self.replicas = ReplicaManager(self.logs, self.clock)
-        self.topics = TopicManager(broker_config, self.metadata, self.replicas)
+    def open_coordinator(self) -> None:
         self.store = TransactionStore(self.replicas, self.topics, STATE_PARTITIONS, self.clock)
         self.coordinator = TransactionCoordinator(
             self.config, self.clock, self.store, self.markers, self._next_producer_id,
             sleep=no_wait,
         )  # fmt: skip
-        self.closed = False
 
     def _next_producer_id(self) -> int:
         self.next_id += 1
         return self.next_id
-
-    def close(self) -> None:
-        if not self.closed:
-            self.logs.close()
-            self.scheduler.shutdown()
-            self.closed = True
 
     def reopen(self) -> TransactionCoordinator:
         self.close()
