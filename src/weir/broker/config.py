@@ -81,6 +81,9 @@ class BrokerConfig:
     #: client quotas' rates are measured over this many samples of this many seconds each
     quota_window_num: int = 11
     quota_window_size_seconds: int = 1
+    #: replication throttles' rates likewise
+    replication_quota_window_num: int = 11
+    replication_quota_window_size_seconds: int = 1
     rack: str | None = None
     zookeeper: str | None = None
     zookeeper_session_timeout_ms: int = 18_000

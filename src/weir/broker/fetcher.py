@@ -52,6 +52,9 @@ class _Followed:
     leader_epoch: int
     #: whether the log was truncated to the leader's end of our latest epoch
     truncated: bool = False
+    #: whether the last fetch found it at the leader's high watermark (no lag): a follower
+    #: throttle does not hold it back
+    caught_up: bool = False
 
 
 class LeaderFetcher:
@@ -167,9 +170,16 @@ class LeaderFetcher:
     # ---- fetch ---------------------------------------------------------------------------------
 
     async def _fetch_once(self) -> None:
-        ready = [f for f in self.partitions.values() if f.truncated]
+        quota = self._replicas.replication_quotas.follower
+        now = self._replicas.now_ms()
+        ready = [
+            f for f in self.partitions.values()
+            if f.truncated and not (quota.enabled and quota.holds(
+                f.partition.log.config, f.partition.index, f.caught_up, now))
+        ]  # fmt: skip
         if not ready:
-            await asyncio.sleep(RETRY_BACKOFF_S)
+            held = any(f.truncated for f in self.partitions.values())
+            await asyncio.sleep(quota.hold_ms(now) / 1000 if held else RETRY_BACKOFF_S)
             return
         m = request_module(ApiKey.FETCH, FETCH_VERSION)
         topics: dict[str, list[Any]] = {}
@@ -199,13 +209,18 @@ class LeaderFetcher:
             rack_id="",
         )
         response = await self._exchange(ApiKey.FETCH, FETCH_VERSION, body)
-        refused = 0
+        refused = throttled = 0
         for topic in response.responses:
             for data in topic.partitions:
                 followed = self.partitions.get((topic.topic, data.partition_index))
                 if followed is not None:
+                    if quota.enabled and quota.applies(
+                        followed.partition.log.config, data.partition_index, followed.caught_up
+                    ):
+                        throttled += len(data.records or b"")
                     self._apply(followed, data)
                 refused += data.error_code != ErrorCode.none
+        quota.record(throttled, self._replicas.now_ms())
         if refused and refused == len(ready):
             await asyncio.sleep(RETRY_BACKOFF_S)  # as replica.fetch.backoff.ms: no busy loop
 
@@ -242,6 +257,7 @@ class LeaderFetcher:
                           exc)  # fmt: skip
                 return
         partition.follow_leader_high_watermark(data.high_watermark)
+        followed.caught_up = partition_log.log_end_offset >= data.high_watermark
 
 
 def _cancelling() -> bool:

@@ -251,6 +251,11 @@ class Partition:
     def _replicated_offset(self, state: LeaderState) -> int:
         return max(self.log.high_watermark, state.high_watermark(self.log.log_end_offset))
 
+    def in_sync(self, replica: int) -> bool:
+        """Whether `replica` is in the ISR of this partition, led here."""
+        state = self.leader_state
+        return state is not None and replica in state.isr
+
     @property
     def isr_size(self) -> int:
         state = self.leader_state

@@ -38,6 +38,8 @@ from weir.broker.partition import (
     alone,
 )
 from weir.broker.producer_state import ProducerStateError, ProducerStateManager
+from weir.broker.quota_rate import QuotaWindow
+from weir.broker.replication_quota import ReplicationQuotas
 from weir.broker.results import AppendResult, FetchRequestPartition, FetchResult, release
 from weir.clock import Clock
 from weir.records import HEADER_SIZE, BatchHeader, RecordError, validate_batch
@@ -104,6 +106,8 @@ class ReplicaManager:
         self.followers: Followers | None = None
         #: internal topic -> the coordinator that serves what its partitions hold
         self.coordinators: dict[str, Coordinator] = {}
+        #: the replication throttles (the broker keeps their bounds to its dynamic config)
+        self.replication_quotas = ReplicationQuotas(node_id, QuotaWindow())
         self._clock = clock
         self._loop = _running_loop()
         self._min_free_bytes = min_free_bytes
@@ -111,6 +115,10 @@ class ReplicaManager:
         self.partitions: dict[tuple[str, int], Partition] = {}
         for (topic, index), partition_log in log_manager:
             self._adopt(topic, index, partition_log)
+
+    def now_ms(self) -> int:
+        """The monotonic clock replication is timed by."""
+        return self._clock.monotonic_ms()
 
     # ---- partitions ---------------------------------------------------------------------------
 
@@ -563,6 +571,8 @@ class ReplicaManager:
             errors = any(r.error != ErrorCode.none for r in results)
             remaining = deadline - self._clock.monotonic_ms()
             if available >= min_bytes or errors or remaining <= 0 or not requests:
+                if replica_id >= 0 and self.replication_quotas.leader.enabled:
+                    self._record_throttled(results, replica_id)
                 return results
             release(results)
             watched = [p for r in requests if (p := self.get(r.topic, r.partition))]
@@ -588,6 +598,18 @@ class ReplicaManager:
             results.append(result)
         return results
 
+    def _record_throttled(self, results: Sequence[FetchResult], replica_id: int) -> None:
+        """Count what a follower's fetch sends of the partitions the leader throttle holds."""
+        quota = self.replication_quotas.leader
+        sent = 0
+        for result in results:
+            partition = self.partitions.get((result.topic, result.partition))
+            if result.data is None or partition is None:
+                continue
+            if quota.applies(partition.log.config, partition.index, partition.in_sync(replica_id)):
+                sent += result.data.size
+        quota.record(sent, self._clock.monotonic_ms())
+
     def _take_offline(self, partition: Partition, exc: Exception) -> None:
         self.log_manager.take_offline(partition.topic, partition.index, str(exc))
         partition.log.take_offline(str(exc))
@@ -612,6 +634,10 @@ class ReplicaManager:
             error = self._missing_or_offline(request.topic, request.partition).error
             return FetchResult(request.topic, request.partition, error)
         now = self._clock.monotonic_ms()
+        if replica_id >= 0 and self.replication_quotas.leader.holds(
+            partition.log.config, partition.index, partition.in_sync(replica_id), now
+        ):
+            budget, min_one_batch = 0, False  # its offset still counts; no records
         result = partition.fetch_records(
             request, min(budget, request.max_bytes), min_one_batch=min_one_batch,
             replica_id=replica_id, read_committed=read_committed, now_ms=now,

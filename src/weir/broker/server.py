@@ -54,6 +54,7 @@ from weir.broker.group.store import OFFSETS_TOPIC, GroupStore
 from weir.broker.handlers import HANDLERS, api_versions
 from weir.broker.quota_rate import QuotaWindow
 from weir.broker.replica_manager import ReplicaManager
+from weir.broker.replication_quota import ReplicationQuotas
 from weir.broker.request_log import RequestLog
 from weir.broker.security.cluster_credentials import ZooKeeperCredentialStore
 from weir.broker.security.credentials import CredentialStore, ScramCredentialStore
@@ -156,6 +157,14 @@ class Broker:
             max(1, config.quota_window_num), max(1, config.quota_window_size_seconds) * 1000
         )
         self.context.quotas = ClientQuotas(quota_configs, window, self.clock)
+        replication_window = QuotaWindow(
+            max(1, config.replication_quota_window_num),
+            max(1, config.replication_quota_window_size_seconds) * 1000,
+        )
+        self.context.replicas.replication_quotas = ReplicationQuotas(
+            config.node_id, replication_window
+        )
+        self._reconfigure_replication(self.config)
 
     def _reconfigure(self, config: BrokerConfig) -> None:
         """Take up a new effective config: the dynamic broker configs changed."""
@@ -163,6 +172,7 @@ class Broker:
         self.context.config = config
         self.context.topics.config = config
         self._reconfigure_limits(config)
+        self._reconfigure_replication(config)
         if config.log_defaults != previous.log_defaults:
             self.context.replicas.log_manager.default_config = config.log_defaults
             for name in self.context.metadata.topics():
@@ -171,6 +181,11 @@ class Broker:
     def _reconfigure_limits(self, config: BrokerConfig) -> None:
         self._limiter.max_connections = config.max_connections
         self._limiter.max_per_ip = config.max_connections_per_ip
+
+    def _reconfigure_replication(self, config: BrokerConfig) -> None:
+        self.context.replicas.replication_quotas.set_bounds(
+            config.leader_replication_throttled_rate, config.follower_replication_throttled_rate
+        )
 
     def _open_storage(self, metadata: MetadataStore) -> BrokerContext:
         config = self.config

@@ -6,8 +6,10 @@ its JSON files and its messages.
   every broker has a rack, each topic keeping its replication factor); nothing is changed.
 - `execute --reassignment-json-file F` starts the moves the file lists (AlterPartitionReassignments
   to the controller) after printing the current assignment to keep for a rollback. A partition
-  already moving is refused unless `--additional` is given, which replaces its target.
-- `verify --reassignment-json-file F` says of each partition whether its move is complete.
+  already moving is refused unless `--additional` is given, which replaces its target. With
+  `--throttle B` the moves copy at B bytes a second (`reassign_throttle`).
+- `verify --reassignment-json-file F` says of each partition whether its move is complete,
+  and once all are, clears the throttles (unless `--preserve-throttles`).
 - `cancel --reassignment-json-file F` cancels the listed moves under way (the partitions go back
   to their original replicas).
 - `list` shows every move under way with the replicas being added and removed.
@@ -35,13 +37,21 @@ from kio.schema.alter_partition_reassignments.v0.request import (
     ReassignableTopic,
 )
 from kio.schema.errors import ErrorCode
+from kio.schema.incremental_alter_configs.v1 import request as alter_configs
 from kio.schema.list_partition_reassignments.v0.request import ListPartitionReassignmentsRequest
 from kio.schema.metadata.v1.request import MetadataRequest
 from kio.schema.types import BrokerId, TopicName
-from kio.static.primitive import i32, i32Timedelta
+from kio.static.primitive import i8, i32, i32Timedelta
 
 from weir.cli.broker_socket import BrokerConnection, BrokerConnectionError, connect_any
 from weir.cli.clients import ADMIN_TIMEOUT, add_bootstrap, add_client_settings, security_settings
+from weir.cli.reassign_throttle import (
+    Change,
+    apply_throttle,
+    check_rate,
+    clear_throttles,
+    throttle_plan,
+)
 from weir.cluster.placement import BrokerSpec, PlacementError, kafka_assignment
 from weir.protocol.apis import ApiKey
 from weir.protocol.client_settings import ClientSecurity, ClientSettingsError
@@ -66,8 +76,15 @@ def register(commands: Any) -> None:
     execute = sub.add_parser("execute", help="start the moves a reassignment file lists")
     execute.add_argument("--additional", action="store_true",
                          help="replace the targets of partitions already moving")  # fmt: skip
+    execute.add_argument("--throttle", type=int, metavar="BYTES_PER_SECOND",
+                         help="hold the moves' replication to this rate (verify removes it)")
+    execute.add_argument("--replica-alter-log-dirs-throttle", type=int,
+                         metavar="BYTES_PER_SECOND",
+                         help="hold moves between a broker's log directories to this rate")
     execute.set_defaults(run=run_execute)
     verify = sub.add_parser("verify", help="whether the moves of a reassignment file are done")
+    verify.add_argument("--preserve-throttles", action="store_true",
+                        help="leave the throttles in place once the moves are done")
     verify.set_defaults(run=run_verify)
     cancel = sub.add_parser("cancel", help="cancel the moves of a reassignment file")
     cancel.set_defaults(run=run_cancel)
@@ -135,6 +152,38 @@ class Cluster:
         if response.error_code is ErrorCode.not_controller:
             return None, f"broker {controller.node_id} is no longer the controller"
         return response, ""
+
+    def brokers(self) -> list[int]:
+        return sorted(b.node_id for b in self.metadata.brokers)
+
+    def alter_configs(
+        self, resource_type: int, name: str, changes: list[Change], broker: int | None
+    ) -> str | None:
+        """IncrementalAlterConfigs of one resource, sent to `broker` (a broker's own configs
+        go to it) or to any broker; an error line or None."""
+        body = alter_configs.IncrementalAlterConfigsRequest(
+            resources=(alter_configs.AlterConfigsResource(
+                resource_type=i8(resource_type), resource_name=name,
+                configs=tuple(alter_configs.AlterableConfig(
+                    name=k, config_operation=i8(op), value=v) for k, v, op in changes)),),
+            validate_only=False,
+        )  # fmt: skip
+        nodes = [b for b in self.metadata.brokers if broker is None or b.node_id == broker]
+        if not nodes:
+            return f"broker {broker} is not in the cluster"
+        why = ""
+        for node in nodes:
+            try:
+                with BrokerConnection(node.host, node.port, self.security, timeout=ADMIN_TIMEOUT,
+                                      client_id=CLIENT_ID) as conn:  # fmt: skip
+                    [result] = conn.call(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, body).responses
+            except BrokerConnectionError as exc:
+                why = str(exc)
+                continue
+            if result.error_code is not ErrorCode.none:
+                return f"{result.error_code.name.upper()}: {result.error_message}"
+            return None
+        return why
 
     def ongoing(self) -> dict[TopicPartition, tuple[list[int], list[int], list[int]]]:
         body = ListPartitionReassignmentsRequest(timeout=i32Timedelta.parse(TIMEOUT), topics=None)
@@ -254,6 +303,8 @@ def run_generate(args: argparse.Namespace) -> int:
 
 
 def run_execute(args: argparse.Namespace) -> int:
+    check_rate("--throttle", args.throttle)
+    check_rate("--replica-alter-log-dirs-throttle", args.replica_alter_log_dirs_throttle)
     plan = read_plan(args.reassignment_json_file)
     cluster = Cluster(args)
     current = cluster.assignment()
@@ -270,10 +321,35 @@ def run_execute(args: argparse.Namespace) -> int:
     print(plan_json({tp: current[tp] for tp in plan}))
     print()
     print("Save this to use as the --reassignment-json-file option during rollback")
+    if args.throttle is not None or args.replica_alter_log_dirs_throttle is not None:
+        _throttle(cluster, plan, current, moving, args)
     started, failed = _report(cluster.alter(dict(plan)))
     if started:
         print(f"Successfully started partition reassignments for {','.join(started)}")
     return 1 if failed else 0
+
+
+def _throttle(
+    cluster: Cluster,
+    plan: dict[TopicPartition, tuple[int, ...]],
+    current: dict[TopicPartition, tuple[int, ...]],
+    moving: dict[TopicPartition, tuple[list[int], list[int], list[int]]],
+    args: argparse.Namespace,
+) -> None:
+    """Set the throttles before any move starts; a throttle not set stops the execution."""
+    origins = {tp: tuple(r for r in replicas if r not in moving.get(tp, ([], [], []))[1])
+               for tp, replicas in current.items()}  # fmt: skip
+    throttle = throttle_plan(plan, origins)
+    errors = apply_throttle(cluster, throttle, args.throttle, args.replica_alter_log_dirs_throttle)
+    if errors:
+        raise SystemExit("weir: throttle not set, no partition moved: " + "; ".join(errors))
+    print("Warning: You must run --verify periodically, until the reassignment completes, to "
+          "ensure the throttle is removed.")  # fmt: skip
+    if args.throttle is not None:
+        print(f"The inter-broker throttle limit was set to {args.throttle} B/s")
+    if args.replica_alter_log_dirs_throttle is not None:
+        print("The replica-alter-dir throttle limit was set to "
+              f"{args.replica_alter_log_dirs_throttle} B/s")  # fmt: skip
 
 
 def _report(outcome: dict[TopicPartition, tuple[ErrorCode, str | None]]) -> tuple[list[str], bool]:
@@ -302,7 +378,16 @@ def run_verify(args: argparse.Namespace) -> int:
             failed = True
             print(f"There is no active reassignment of partition {_name(tp)}, but replica set "
                   f"is {list(current.get(tp, ()))} rather than {list(target)}.")  # fmt: skip
-    return 1 if failed else 0
+    if failed or any(tp in moving for tp in plan) or args.preserve_throttles:
+        return 1 if failed else 0
+    brokers = cluster.brokers()
+    topics = sorted({topic for topic, _ in plan})
+    print(f"Clearing broker-level throttles on brokers {','.join(map(str, brokers))}")
+    print(f"Clearing topic-level throttles on topic(s) {','.join(topics)}")
+    errors = clear_throttles(cluster, topics, brokers)
+    for error in errors:
+        print(f"weir: throttle not cleared on {error}", file=sys.stderr)
+    return 1 if errors else 0
 
 
 def run_cancel(args: argparse.Namespace) -> int:

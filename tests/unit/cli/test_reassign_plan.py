@@ -9,6 +9,21 @@ from pathlib import Path
 import pytest
 
 from weir.cli.reassign import DrainError, drain_plan, plan_json, read_plan
+from weir.cli.reassign_throttle import (
+    BROKER,
+    DELETE,
+    FOLLOWER_RATE,
+    FOLLOWER_REPLICAS,
+    LEADER_RATE,
+    LEADER_REPLICAS,
+    SET,
+    TOPIC,
+    Change,
+    apply_throttle,
+    check_rate,
+    clear_throttles,
+    throttle_plan,
+)
 
 
 def test_a_drain_moves_only_the_leaving_broker_s_replicas_and_spreads_them() -> None:
@@ -53,3 +68,43 @@ def test_reassignment_files_round_trip_and_bad_ones_are_refused(tmp_path: Path) 
         path.write_text(json.dumps(bad))
         with pytest.raises(SystemExit, match=message):
             read_plan(path)
+
+
+def test_a_throttle_lists_the_sources_and_the_added_replicas_of_moving_partitions() -> None:
+    plan = {("t", 0): (1, 2, 3), ("t", 1): (2, 3), ("u", 0): (4,), ("u", 1): (1, 2)}
+    current = {("t", 0): (1, 2), ("t", 1): (2, 3), ("u", 0): (1,), ("u", 1): (2, 1)}
+    throttle = throttle_plan(plan, current)
+    assert throttle.topics == {"t": ("0:1,0:2", "0:3"), "u": ("0:1,1:2,1:1", "0:4")}
+    assert throttle.brokers == (1, 2, 3, 4), "every broker a move touches, none other"
+
+
+class Recorded:
+    def __init__(self) -> None:
+        self.calls: list[tuple[int, str, list[Change], int | None]] = []
+
+    def alter_configs(
+        self, resource_type: int, name: str, changes: list[Change], broker: int | None
+    ) -> str | None:
+        self.calls.append((resource_type, name, changes, broker))
+        return "INVALID_REQUEST: no" if name == "refuses" else None
+
+
+def test_the_throttle_sets_topic_lists_then_broker_rates_and_clears_them_all() -> None:
+    target = Recorded()
+    throttle = throttle_plan({("t", 0): (1, 3)}, {("t", 0): (1, 2)})
+    assert apply_throttle(target, throttle, 500, None) == []
+    assert target.calls[0] == (TOPIC, "t", [(LEADER_REPLICAS, "0:1,0:2", SET),
+                                            (FOLLOWER_REPLICAS, "0:3", SET)], None)  # fmt: skip
+    rates = [(LEADER_RATE, "500", SET), (FOLLOWER_RATE, "500", SET)]
+    assert target.calls[1:] == [(BROKER, str(b), rates, b) for b in (1, 2, 3)]
+    target.calls.clear()
+    assert clear_throttles(target, ["t", "refuses"], [1]) == ["topic refuses: INVALID_REQUEST: no"]
+    assert [c[:2] for c in target.calls] == [(BROKER, "1"), (TOPIC, "refuses"), (TOPIC, "t")]
+    assert all(op == DELETE for call in target.calls for _, _, op in call[2])
+
+
+@pytest.mark.parametrize("value", [0, -1])
+def test_a_throttle_of_zero_or_less_is_refused(value: int) -> None:
+    with pytest.raises(SystemExit, match="must be a positive number"):
+        check_rate("--throttle", value)
+    check_rate("--throttle", None)
