@@ -331,3 +331,114 @@ def test_a_drained_broker_holds_nothing_and_retires_with_nothing_lost(
     errors = {"send": dict(history.send_errors), "client": dict(history.client_errors)}
     assert verdict.lost == [] and verdict.duplicated == [] and verdict.divergent == [], (
         verdict, errors)
+
+
+@pytest.mark.slow
+def test_a_new_broker_takes_its_share_and_a_move_survives_its_target_killed(
+    zookeeper, cluster_brokers, tmp_path, figure
+):
+    """A fourth broker joins three under acks=all load and starts empty; `weir reassign
+    generate --broker-list 1,2,3,4` proposes a plan giving it its share, `execute --throttle`
+    runs it and `verify` sees it done. Then a move's new replica is killed -9 mid-move (held
+    open by SIGSTOP first): the move waits, and completes once the broker is back; another move
+    whose target is down is cancelled, back to its original replicas. Nothing acknowledged is
+    lost or written twice."""
+    zk = f"{zookeeper.connect}{CHROOT}"
+    brokers = cluster_brokers.start_cluster(zk, 3, config=CONFIG)
+    wait_settled(brokers.values())
+    bootstrap = ",".join(b.bootstrap for b in brokers.values())
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    create_topics(admin, NewTopic("grown", 6, 2, config={"min.insync.replicas": "2"}))
+    del admin
+    history = History()
+    producer = ProducerWorker(0, bootstrap, "grown", 6, 200.0, history)
+    producer.start()
+    try:
+        poll(lambda: len(history.acked) > 200, 60, "acknowledgements before the new broker")
+        brokers[4] = cluster_brokers.add(4, zk, config=CONFIG)
+        brokers[4].start()
+        wait_settled(brokers.values())
+        assert not [d for d in brokers[4].data_dir.iterdir() if d.name.startswith("grown-")]
+        topics = tmp_path / "topics.json"
+        topics.write_text(json.dumps({"version": 1, "topics": [{"topic": "grown"}]}))
+        proposed = weir("reassign", "generate", "--topics-to-move-json-file", str(topics),
+                        "--broker-list", "1,2,3,4", "--bootstrap-server", bootstrap)  # fmt: skip
+        assert proposed.returncode == 0, proposed.stderr
+        assert "Proposed partition reassignment configuration" in proposed.stdout
+        share = tmp_path / "share.json"
+        share.write_text(proposed.stdout.strip().splitlines()[-1])
+        entries = json.loads(share.read_text())["partitions"]
+        target = {p["partition"]: p["replicas"] for p in entries}
+        share_of_4 = sum(4 in r for r in target.values())
+        assert share_of_4 >= 2, target  # about a quarter of 12 replicas
+        started = time.monotonic()
+        done = weir("reassign", "execute", "--reassignment-json-file", str(share),
+                    "--throttle", "50000000", "--bootstrap-server", bootstrap)  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+
+        def verified(path: Path) -> bool:
+            answer = weir("reassign", "verify", "--reassignment-json-file", str(path),
+                          "--bootstrap-server", bootstrap)  # fmt: skip
+            assert answer.returncode == 0, answer.stdout + answer.stderr
+            return "still in progress" not in answer.stdout
+
+        poll(lambda: verified(share), 90, "the new broker's share moved")
+        figure(f"a new broker's share ({share_of_4} replicas) moved under load",
+               time.monotonic() - started)
+        held = sorted(d.name for d in brokers[4].data_dir.iterdir() if d.name.startswith("grown-"))
+        assert held == sorted(f"grown-{p}" for p, r in target.items() if 4 in r)
+
+        # a move whose new replica is killed -9 mid-move completes once it is back
+        current = metadata_of_all([brokers[1]])[1].topics["grown"]
+        index = next(p for p, view in current.items() if 4 not in view.replicas)
+        moved_to = [4, *[r for r in current[index].replicas][1:]]
+        brokers[4].pause()
+        path = plan(tmp_path / "killed.json", {index: moved_to}, "grown")
+        done = weir("reassign", "execute", "--reassignment-json-file", str(path),
+                    "--bootstrap-server", bootstrap)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        brokers[4].kill()
+        time.sleep(2)
+        assert not verified(path), "the move waits for its new replica"
+        brokers[4].start()
+        _, took = timed_poll(lambda: verified(path), 90, "the move complete after the restart")
+        figure("target replica kill -9 -> restarted -> move complete", took)
+
+        # a move whose target is down is cancelled back to the original replicas
+        current = metadata_of_all([brokers[1]])[1].topics["grown"]
+        index = next(p for p, view in current.items() if 4 not in view.replicas)
+        original = list(current[index].replicas)
+        brokers[4].kill()
+        path = plan(tmp_path / "cancelled.json", {index: [4, *original[1:]]}, "grown")
+        done = weir("reassign", "execute", "--reassignment-json-file", str(path),
+                    "--bootstrap-server", bootstrap)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        cancelled = weir("reassign", "cancel", "--reassignment-json-file", str(path),
+                         "--bootstrap-server", bootstrap)  # fmt: skip
+        assert cancelled.returncode == 0, cancelled.stderr
+        assert f"Successfully cancelled partition reassignments for: grown-{index}" in (
+            cancelled.stdout)
+
+        def reverted() -> bool:
+            view = metadata_of_all([brokers[1]])[1].topics.get("grown", {}).get(index)
+            # (in the order Kafka leaves them too: the cancelled target's first)
+            return view is not None and sorted(view.replicas) == sorted(original)
+
+        poll(reverted, 30, "the cancelled move back on its original replicas")
+        brokers[4].start()
+        acked = len(history.acked)
+        poll(lambda: len(history.acked) > acked + 200, 60, "acknowledgements after the moves")
+    finally:
+        for broker in brokers.values():
+            if broker.running():
+                broker.resume()
+        producer.stop()
+        producer.join(90)
+        close_client(producer)
+    assert producer.unflushed == 0
+    ends = read_everything(bootstrap, "grown", 6, history)
+    verdict = check(history, ends)
+    errors = {"send": dict(history.send_errors), "client": dict(history.client_errors)}
+    assert verdict.lost == [] and verdict.duplicated == [] and verdict.divergent == [], (
+        verdict, errors)
+    figure("records acknowledged", verdict.acked, "records")
