@@ -52,6 +52,7 @@ from weir.broker.dynamic_config import BrokerConfigStore, DynamicBrokerConfig
 from weir.broker.group.coordinator import GroupConfig, GroupCoordinator
 from weir.broker.group.store import OFFSETS_TOPIC, GroupStore
 from weir.broker.handlers import HANDLERS, api_versions
+from weir.broker.meta_properties import check_and_write as check_meta_properties
 from weir.broker.quota_rate import QuotaWindow
 from weir.broker.replica_manager import ReplicaManager
 from weir.broker.replication_quota import ReplicationQuotas
@@ -123,6 +124,9 @@ class Broker:
         self.cluster = ClusterNode(config) if config.zookeeper else None
         if self.cluster is not None:
             self.cluster.start()
+            check_meta_properties(
+                config.all_log_dirs, config.node_id, self.cluster.store.cluster_id
+            )
         table = cluster_advertised() if self.cluster else None
         self._decodable = {k: v for k, v in decodable(table).items() if k in HANDLERS}
         self._endpoints: list[Endpoint] = []
@@ -206,6 +210,11 @@ class Broker:
             info = metadata.topic(topic)
             if info is None or index >= info.partitions:
                 log.warning("removing log %s-%d of a deleted topic", topic, index)
+                logs.delete(topic, index)
+            elif info.replicas and config.node_id not in info.replicas[index]:
+                log.warning("removing log %s-%d: this broker is not one of its replicas %s "
+                            "(moved away while it was down)", topic, index,
+                            list(info.replicas[index]))  # fmt: skip
                 logs.delete(topic, index)
         replicas = ReplicaManager(
             logs,

@@ -60,6 +60,8 @@ CLIENT_ID = "weir-reassign"
 #: how long a request waits for a controller that is moving, and between looks
 CONTROLLER_WAIT_S = 15.0
 CONTROLLER_RETRY_S = 0.5
+#: how long `verify` waits for the brokers' metadata to show a move the controller completed
+METADATA_SETTLE_S = 5.0
 TIMEOUT = datetime.timedelta(seconds=30)
 TopicPartition = tuple[str, int]
 
@@ -109,6 +111,9 @@ class Cluster:
         except ClientSettingsError as exc:
             raise SystemExit(f"weir: {exc}") from None
         self.bootstrap = args.bootstrap_server
+        self.metadata = self._metadata()
+
+    def refresh(self) -> None:
         self.metadata = self._metadata()
 
     def _metadata(self) -> Any:
@@ -367,6 +372,13 @@ def run_verify(args: argparse.Namespace) -> int:
     cluster = Cluster(args)
     moving = cluster.ongoing()
     current = cluster.assignment()
+    deadline = time.monotonic() + METADATA_SETTLE_S
+    while time.monotonic() < deadline and any(
+        tp not in moving and current.get(tp) != target for tp, target in plan.items()
+    ):  # a move just completed: the broker answering Metadata may not have heard yet
+        time.sleep(CONTROLLER_RETRY_S)
+        cluster.refresh()
+        current = cluster.assignment()
     print("Status of partition reassignment:")
     failed = False
     for tp, target in sorted(plan.items()):
