@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,9 @@ import pytest
 from weir.cli.zookeeper import Installation, StartError, ZooKeeperServer, find_installation
 
 IN_CI = os.environ.get("CI") == "true"
+#: the start of the line `weir cluster up` prints once its brokers serve
+READY = "weir cluster ready: bootstrap "
+READY_TIMEOUT = 120  # ZooKeeper, then three brokers, on a two-core machine
 
 
 def require_zookeeper() -> Installation:
@@ -128,3 +132,15 @@ def start_zookeeper(data_dir: Path, installation: Installation) -> ZooKeeperServ
             continue
         return server
     raise RuntimeError("no free port for ZooKeeper after 3 tries")
+
+
+def cluster_up(
+    weir_command: Callable[..., WeirCommand], data_dir: Path, brokers: int, *extra: str
+) -> tuple[WeirCommand, int, int]:
+    """`weir cluster up --brokers N` on free ports, started with `weir_command` (the fixture);
+    (the command, ZooKeeper's port, broker 1's port). Wait for its READY line."""
+    zookeeper_port, base_port = free_port(), free_port_range(brokers)
+    command = weir_command("cluster", "up", "--brokers", str(brokers), "--data-dir", str(data_dir),
+                           "--zookeeper-port", str(zookeeper_port), "--base-port", str(base_port),
+                           *extra)  # fmt: skip
+    return command, zookeeper_port, base_port

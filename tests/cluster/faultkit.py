@@ -798,16 +798,25 @@ def producer_config(bootstrap: str) -> dict[str, Any]:
 
 
 class ProducerWorker(threading.Thread):
-    """Writes b"p{index}-{seq}" round-robin over the partitions at about `rate` msgs/s; every
-    acknowledged value goes to `history` with its partition and offset. A producer that hits a
-    fatal error (its idempotent state is broken) is replaced, and the error recorded."""
+    """Writes b"p{index}-{seq}" round-robin over the partitions at about `rate` msgs/s, until
+    stopped or, with `limit`, `limit` records sent; every acknowledged value goes to `history`
+    with its partition and offset. A producer that hits a fatal error (its idempotent state is
+    broken) is replaced, and the error recorded."""
 
     def __init__(
-        self, index: int, bootstrap: str, topic: str, partitions: int, rate: float, history: History
+        self,
+        index: int,
+        bootstrap: str,
+        topic: str,
+        partitions: int,
+        rate: float,
+        history: History,
+        limit: int | None = None,
     ) -> None:
         super().__init__(name=f"faultkit-producer-{index}", daemon=True)
         self.index, self.bootstrap, self.topic = index, bootstrap, topic
         self.partitions, self.rate, self.history = partitions, rate, history
+        self.limit = limit
         self.stopping = threading.Event()
         self.unflushed = 0
         self.broken = False  # a fatal error came: replace the producer
@@ -832,7 +841,7 @@ class ProducerWorker(threading.Thread):
     def run(self) -> None:
         producer = Producer({**producer_config(self.bootstrap), "error_cb": self._on_error})
         started = time.monotonic()
-        for seq in itertools.count():
+        for seq in itertools.count() if self.limit is None else range(self.limit):
             if self.stopping.is_set():
                 break
             value = f"p{self.index}-{seq}".encode()

@@ -6,24 +6,18 @@ from __future__ import annotations
 
 import os
 import signal
-from pathlib import Path
 
-from cluster_processes import free_port, free_port_range, processes_mentioning, wait_until_gone
+from cluster_processes import (
+    READY,
+    READY_TIMEOUT,
+    cluster_up,
+    processes_mentioning,
+    wait_until_gone,
+)
 from confluent_kafka.admin import AdminClient
 from faultkit import poll
 
 from weir.cli.cluster import plan_brokers
-
-READY = "weir cluster ready: bootstrap "
-READY_TIMEOUT = 120  # ZooKeeper, then three brokers, on a two-core machine
-
-
-def cluster_up(weir_command, data_dir: Path, brokers: int, *extra: str):
-    zookeeper_port, base_port = free_port(), free_port_range(brokers)
-    command = weir_command("cluster", "up", "--brokers", str(brokers), "--data-dir", str(data_dir),
-                           "--zookeeper-port", str(zookeeper_port), "--base-port", str(base_port),
-                           *extra)  # fmt: skip
-    return command, zookeeper_port, base_port
 
 
 def test_three_brokers_in_three_racks(tmp_path, zookeeper_installation, weir_command):

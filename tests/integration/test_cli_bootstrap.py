@@ -92,6 +92,7 @@ CLIENT_COMMANDS = [
     ("user", "list"),
     ("txn", "list"),
     ("cluster", "elect-leaders", "--election-type", "preferred", "--all-topic-partitions"),
+    ("cluster", "roll"),
     ("produce", "t"),
     ("consume", "t"),
 ]

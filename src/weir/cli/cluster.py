@@ -1,5 +1,7 @@
 """`weir cluster up`: a development cluster on this machine — one ZooKeeper and N brokers.
 `weir cluster elect-leaders`: preferred or unclean leader elections, as kafka-leader-election.sh.
+`weir cluster roll` (weir.cli.roll) and `weir cluster drain` (weir.cli.reassign) are registered
+here too.
 
 Starts ZooKeeper (`weir.cli.zookeeper.ZooKeeperServer`), then `weir broker start --zookeeper ...`
 children on consecutive ports, waits for each broker's ready line and prints one line
@@ -16,7 +18,6 @@ Everything lives under the data directory: zookeeper/, broker-N/ and broker-N.lo
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import socket
 import sys
@@ -26,10 +27,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
-from confluent_kafka import ElectionType, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import ElectionType, KafkaException, TopicPartition
 
-from weir.cli import kafka_errors, reassign
+from weir.cli import kafka_errors, reassign, roll
 from weir.cli.clients import add_bootstrap, add_client_settings, admin_client
+from weir.cli.cluster_requests import ControlError, ask_cluster_up, control_address, elect_leaders
 from weir.cli.supervise import (
     Interrupted,
     LoggedProcess,
@@ -45,8 +47,6 @@ READY_LINE = "weir cluster ready: bootstrap {bootstrap} zookeeper {zookeeper}"
 BROKER_STOP_TIMEOUT = 30.0  # a broker's controlled shutdown moves its leaderships first
 POLL_SECONDS = 0.1
 CONTROL_READ_SECONDS = 5.0  # a control request is one short line
-#: restart-broker waits for a controlled shutdown, then for the new broker's ready line
-CONTROL_ANSWER_SECONDS = 180.0
 
 
 @dataclass
@@ -132,6 +132,7 @@ def register(commands: Any) -> None:
                                   "(default ./weir-cluster)")
         control.set_defaults(run=run_control)
     reassign.add_drain(sub)
+    roll.add_roll(sub)
     elect = sub.add_parser(
         "elect-leaders",
         help="elect preferred leaders, or leaders where there are none",
@@ -339,32 +340,13 @@ class ControlSocket:
                 return f"error malformed request {line.strip()!r}"
 
 
-def control_address(data_dir: Path) -> str:
-    digest = hashlib.sha256(str(data_dir.resolve()).encode()).hexdigest()[:24]
-    return f"\0weir-cluster-{digest}"
-
-
 def run_control(args: argparse.Namespace) -> int:
     """`weir cluster stop-broker|restart-broker N`: ask the running `weir cluster up`."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.settimeout(CONTROL_ANSWER_SECONDS)
-        try:
-            sock.connect(control_address(args.data_dir))
-            sock.sendall(f"{args.cluster_command} {args.node_id}\n".encode())
-            answer = sock.makefile("r").readline().strip()
-        except (ConnectionRefusedError, FileNotFoundError):
-            print(f"weir: no `weir cluster up` is running with data directory {args.data_dir}",
-                  file=sys.stderr)  # fmt: skip
-            return 1
-        except TimeoutError:
-            print(f"weir: no answer from `weir cluster up` within {CONTROL_ANSWER_SECONDS:g}s",
-                  file=sys.stderr)  # fmt: skip
-            return 1
-    status, _, text = answer.partition(" ")
-    if status != "ok":
-        print(f"weir: {text or 'the cluster closed the connection'}", file=sys.stderr)
+    try:
+        print(ask_cluster_up(args.data_dir, args.cluster_command, args.node_id))
+    except ControlError as exc:
+        print(f"weir: {exc}", file=sys.stderr)
         return 1
-    print(text)
     return 0
 
 
@@ -377,29 +359,19 @@ def run_elect_leaders(args: argparse.Namespace) -> int:
     admin = admin_client(args)
     kind = ElectionType.PREFERRED if args.election_type == "preferred" else ElectionType.UNCLEAN
     try:
-        results = admin.elect_leaders(kind, partitions).result()
+        election = elect_leaders(admin, kind, partitions)
     except KafkaException as exc:
         return kafka_errors.fail(exc)
-    elected, not_needed, failed = [], [], []
-    for tp, outcome in sorted(results.items(), key=lambda item: (item[0].topic, item[0].partition)):
-        name = f"{tp.topic}-{tp.partition}"
-        error = outcome.args[0] if isinstance(outcome, KafkaException) else outcome
-        if error is None:
-            elected.append(name)
-        elif error.code() == KafkaError.ELECTION_NOT_NEEDED:
-            not_needed.append(name)
-        else:
-            failed.append(f"{name}: {error.str()}")
     label = args.election_type.upper()
-    if elected:
+    if election.elected:
         print(f"Successfully completed leader election ({label}) for partitions "
-              + ", ".join(elected))  # fmt: skip
-    if not_needed:
-        print("Valid replica already elected for partitions " + ", ".join(not_needed))
-    for line in failed:
-        print(f"Error completing leader election ({label}) for partition: {line}",
-              file=sys.stderr)  # fmt: skip
-    return 1 if failed else 0
+              + ", ".join(election.elected))  # fmt: skip
+    if election.not_needed:
+        print("Valid replica already elected for partitions " + ", ".join(election.not_needed))
+    for tp, error in election.failed:
+        print(f"Error completing leader election ({label}) for partition: "
+              f"{tp.topic}-{tp.partition}: {error.str()}", file=sys.stderr)  # fmt: skip
+    return 1 if election.failed else 0
 
 
 def _election_partitions(args: argparse.Namespace) -> list[TopicPartition] | None:
