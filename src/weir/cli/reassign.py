@@ -36,6 +36,7 @@ from kio.schema.alter_partition_reassignments.v0.request import (
     ReassignablePartition,
     ReassignableTopic,
 )
+from kio.schema.describe_configs.v1 import request as describe_configs
 from kio.schema.errors import ErrorCode
 from kio.schema.incremental_alter_configs.v1 import request as alter_configs
 from kio.schema.list_partition_reassignments.v0.request import ListPartitionReassignmentsRequest
@@ -52,7 +53,14 @@ from weir.cli.reassign_throttle import (
     clear_throttles,
     throttle_plan,
 )
-from weir.cluster.placement import BrokerSpec, PlacementError, kafka_assignment
+from weir.cluster.placement import (
+    CONSISTENT_HASH,
+    KAFKA,
+    BrokerSpec,
+    HashRing,
+    PlacementError,
+    assign,
+)
 from weir.protocol.apis import ApiKey
 from weir.protocol.client_settings import ClientSecurity, ClientSettingsError
 
@@ -64,6 +72,8 @@ CONTROLLER_RETRY_S = 0.5
 METADATA_SETTLE_S = 5.0
 TIMEOUT = datetime.timedelta(seconds=30)
 TopicPartition = tuple[str, int]
+TOPIC_RESOURCE = 2
+PLACEMENT_STRATEGY = "replica.placement.strategy"
 
 
 def register(commands: Any) -> None:
@@ -115,6 +125,28 @@ class Cluster:
 
     def refresh(self) -> None:
         self.metadata = self._metadata()
+
+    def strategies(self, topics: list[str]) -> dict[str, str]:
+        """Each topic's `replica.placement.strategy` (its own, or the brokers' default)."""
+        if not topics:
+            return {}
+        body = describe_configs.DescribeConfigsRequest(
+            resources=tuple(describe_configs.DescribeConfigsResource(
+                resource_type=i8(TOPIC_RESOURCE), resource_name=topic,
+                configuration_keys=(PLACEMENT_STRATEGY,)) for topic in topics),
+            include_synonyms=False,
+        )  # fmt: skip
+        with connect_any(self.bootstrap, self.security, timeout=ADMIN_TIMEOUT,
+                         client_id=CLIENT_ID) as conn:  # fmt: skip
+            response = conn.call(ApiKey.DESCRIBE_CONFIGS, 1, body)
+        found = {}
+        for result in response.results:
+            if result.error_code is not ErrorCode.none:
+                raise SystemExit(f"weir: {result.resource_name}: "
+                                 f"{result.error_code.name.upper()}: {result.error_message}")
+            values = {c.name: c.value for c in result.configs}
+            found[result.resource_name] = values.get(PLACEMENT_STRATEGY) or KAFKA
+        return found
 
     def _metadata(self) -> Any:
         with connect_any(self.bootstrap, self.security, timeout=ADMIN_TIMEOUT,
@@ -286,16 +318,15 @@ def run_generate(args: argparse.Namespace) -> int:
     missing = sorted(set(topics) - {t for t, _ in current})
     if missing:
         raise SystemExit(f"weir: unknown topic {', '.join(missing)}")
-    specs = [BrokerSpec(node_id, known[node_id]) for node_id in sorted(wanted)]
-    if any(s.rack is None for s in specs):
-        specs = [BrokerSpec(s.node_id) for s in specs]
+    specs = broker_specs({node_id: known[node_id] for node_id in wanted})
+    strategies = cluster.strategies(topics)
     existing, proposed = {}, {}
     for topic in topics:
         partitions = {i: r for (t, i), r in current.items() if t == topic}
         existing.update({(topic, i): r for i, r in partitions.items()})
         factor = len(next(iter(partitions.values())))
         try:
-            placed = kafka_assignment(specs, len(partitions), factor)
+            placed = assign(strategies[topic], specs, topic, len(partitions), factor)
         except PlacementError as exc:
             raise SystemExit(f"weir: {topic}: {exc}") from None
         proposed.update({(topic, i): tuple(r) for i, r in placed.items()})
@@ -454,13 +485,23 @@ class DrainError(ValueError):
     """A broker cannot be emptied: some partition has no other broker to go to."""
 
 
+def broker_specs(racks: dict[int, str | None]) -> list[BrokerSpec]:
+    """Placement's view of brokers, as the controller builds it: racks only when all have one."""
+    rack_aware = all(rack is not None for rack in racks.values())
+    return [BrokerSpec(b, racks[b] if rack_aware else None) for b in sorted(racks)]
+
+
 def drain_plan(assignment: dict[TopicPartition, tuple[int, ...]], racks: dict[int, str | None],
-               leaving: int) -> dict[TopicPartition, tuple[int, ...]]:  # fmt: skip
-    """The moves that take `leaving` out of every replica set: in each, its place goes to the
-    live broker (of `racks`) that holds fewest replicas so far among those not in the set,
-    preferring one whose rack the set's other replicas do not use yet, so rack spread is kept
-    where the brokers allow. Nothing else moves. DrainError names the partitions that have
-    nowhere to go."""
+               leaving: int, strategies: dict[str, str] | None = None,
+               ) -> dict[TopicPartition, tuple[int, ...]]:  # fmt: skip
+    """The moves that take `leaving` out of every replica set. A consistent-hash topic's
+    (`strategies`) replica goes where the ring of the other brokers puts it, so the topic moves
+    only the leaving broker's ring share. Any other's goes to the live broker (of `racks`) that
+    holds fewest replicas so far among those not in the set, preferring one whose rack the
+    set's other replicas do not use yet, so rack spread is kept where the brokers allow.
+    Nothing else moves. DrainError names the partitions that have nowhere to go."""
+    strategies = strategies or {}
+    ring = HashRing(broker_specs({b: r for b, r in racks.items() if b != leaving}))
     load = {broker: 0 for broker in racks if broker != leaving}
     for replicas in assignment.values():
         for broker in replicas:
@@ -476,8 +517,11 @@ def drain_plan(assignment: dict[TopicPartition, tuple[int, ...]], racks: dict[in
         if not candidates:
             stuck.append(f"{tp[0]}-{tp[1]} ({len(replicas)} replicas)")
             continue
-        chosen = min(candidates, key=lambda b: (racks[b] is not None and racks[b] in used,
-                                                load[b], b))  # fmt: skip
+        if strategies.get(tp[0]) == CONSISTENT_HASH:
+            chosen = ring.replacement(*tp, replicas.index(leaving), staying)
+        else:
+            chosen = min(candidates, key=lambda b: (racks[b] is not None and racks[b] in used,
+                                                    load[b], b))  # fmt: skip
         load[chosen] += 1
         plan[tp] = tuple(chosen if r == leaving else r for r in replicas)
     if stuck:
@@ -492,7 +536,9 @@ def run_drain(args: argparse.Namespace) -> int:
     if args.broker not in racks:
         raise SystemExit(f"weir: broker {args.broker} is not in the cluster")
     try:
-        moves = drain_plan(cluster.assignment(), racks, args.broker)
+        assignment = cluster.assignment()
+        moves = drain_plan(assignment, racks, args.broker,
+                           cluster.strategies(sorted({t for t, _ in assignment})))
     except DrainError as exc:
         raise SystemExit(f"weir: {exc}") from None
     if not moves:

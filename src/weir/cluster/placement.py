@@ -292,6 +292,15 @@ class HashRing:
                 racks_used.add(rack)
         return chosen
 
+    def replacement(self, topic: str, partition: int, slot: int, staying: Sequence[int]) -> int:
+        """The broker the ring gives replica number `slot` of the partition when the other
+        replicas are `staying`: the first eligible point clockwise from that replica's key (so
+        a broker leaving the ring hands each of its replicas to the broker the ring would have
+        chosen without it, and nothing else moves)."""
+        racks_used = {rack for b in staying if (rack := self._rack_of.get(b)) is not None}
+        start = self._index_of(replica_key(topic, partition, slot))
+        return self._first_eligible(start, list(staying), racks_used)
+
     def _index_of(self, key: str) -> int:
         return bisect.bisect_left(self._positions, ring_position(key)) % len(self._positions)
 
