@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Generic, TypeVar
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
@@ -37,41 +38,55 @@ EntityConfigs = Mapping[str, Mapping[str, str]]
 UserConfigs = EntityConfigs
 #: how a write changes one entity's config: the current one -> the new one
 ConfigChange = Callable[[dict[str, str]], dict[str, str]]
+#: what names an entity: its name (users, brokers) or a client quota's user and client id
+E = TypeVar("E")
 
 
-class ZooKeeperEntityConfigs:
-    """The configs of every entity of one type (`users`, `brokers`) under /config/<type>."""
+class ZooKeeperConfigFollower(Generic[E]):
+    """A snapshot of entity -> config read from ZooKeeper, kept current by following the change
+    notifications: every entity is read when following starts, then an entity is read again
+    whenever a notification names it. Subclasses say where their entities live: the znode of
+    an entity (`_path`), the entity a notification names (`_entity_named`, None if it is not
+    one of theirs), and every entity there is (`_all`)."""
 
-    def __init__(self, client: KazooClient, entity_type: str) -> None:
+    #: the znodes that must exist before following starts
+    _parents: tuple[str, ...] = ()
+
+    def __init__(self, client: KazooClient) -> None:
         self._client = client
-        self.entity_type = entity_type
         self._lock = threading.Lock()
-        self._configs: dict[str, dict[str, str]] = {}
+        self._configs: dict[E, dict[str, str]] = {}
         self._last_change = -1
         self._loaded = False
-        self._listeners: list[Callable[[str], None]] = []
+        self._listeners: list[Callable[[E], None]] = []
+
+    def _path(self, entity: E) -> str:
+        raise NotImplementedError
+
+    def _entity_named(self, notification: bytes) -> E | None:
+        raise NotImplementedError
+
+    def _all(self) -> Iterable[E]:
+        raise NotImplementedError
 
     def start(self) -> None:
         """Load every entity and follow the change notifications (the client is connected)."""
-        self._client.ensure_path(znodes.entity_configs_path(self.entity_type))
+        for path in self._parents:
+            self._client.ensure_path(path)
         self._client.ensure_path(znodes.CONFIG_CHANGES)
         ChildrenWatch(self._client, znodes.CONFIG_CHANGES, self._on_changes)
 
-    def configs(self) -> EntityConfigs:
+    def configs(self) -> Mapping[E, Mapping[str, str]]:
         """entity -> config, entities with an empty config left out."""
         return self._configs
 
-    def on_change(self, listener: Callable[[str], None]) -> None:
+    def on_change(self, listener: Callable[[E], None]) -> None:
         """Have `listener(entity)` called (on kazoo's thread) after an entity's config was
         reloaded because a change notification named it."""
         self._listeners.append(listener)
 
-    def alter(self, entity: str, change: ConfigChange) -> dict[str, str]:
-        """Apply `change` to `entity`'s config in ZooKeeper and notify every broker; the new
-        config."""
-        path = znodes.entity_config_path(self.entity_type, entity)
-        change_path = path.removeprefix("/config/")
-        updated = alter_entity_config(self._client, path, change_path, change)
+    def _alter(self, entity: E, change_path: str, change: ConfigChange) -> dict[str, str]:
+        updated = alter_entity_config(self._client, self._path(entity), change_path, change)
         self._store(entity, updated)
         return updated
 
@@ -82,7 +97,8 @@ class ZooKeeperEntityConfigs:
             self._last_change = max([last, *numbers])
             self._loaded = True
         if first_call:
-            self._reload_all()
+            for entity in self._all():
+                self._reload(entity)
             return
         for number in numbers:
             if number > last:
@@ -91,27 +107,25 @@ class ZooKeeperEntityConfigs:
     def _apply_change(self, child: str) -> None:
         try:
             data, _ = self._client.get(f"{znodes.CONFIG_CHANGES}/{child}")
-            kind, entity = znodes.parse_change_entity(data)
+            entity = self._entity_named(data)
         except NoNodeError:
             return  # purged already
         except ZnodeFormatError as exc:
             log.warning("ignoring config change %s: %s", child, exc)
             return
-        if kind == self.entity_type and entity:
+        if entity is not None:
             self._reload(entity)
             for listener in self._listeners:
                 listener(entity)
 
-    def _reload_all(self) -> None:
+    def _children(self, path: str) -> list[str]:
         try:
-            names = self._client.get_children(znodes.entity_configs_path(self.entity_type))
+            return [znodes.desanitize(name) for name in self._client.get_children(path)]
         except NoNodeError:
-            names = []
-        for name in names:
-            self._reload(znodes.desanitize(name))
+            return []
 
-    def _reload(self, entity: str) -> None:
-        path = znodes.entity_config_path(self.entity_type, entity)
+    def _reload(self, entity: E) -> None:
+        path = self._path(entity)
         try:
             data, _ = self._client.get(path)
             config = znodes.parse_entity_config(path, data)
@@ -122,7 +136,7 @@ class ZooKeeperEntityConfigs:
             return
         self._store(entity, config)
 
-    def _store(self, entity: str, config: dict[str, str]) -> None:
+    def _store(self, entity: E, config: dict[str, str]) -> None:
         with self._lock:
             configs = dict(self._configs)
             if config:
@@ -130,6 +144,30 @@ class ZooKeeperEntityConfigs:
             else:
                 configs.pop(entity, None)
             self._configs = configs
+
+
+class ZooKeeperEntityConfigs(ZooKeeperConfigFollower[str]):
+    """The configs of every entity of one type (`users`, `brokers`) under /config/<type>."""
+
+    def __init__(self, client: KazooClient, entity_type: str) -> None:
+        super().__init__(client)
+        self.entity_type = entity_type
+        self._parents = (znodes.entity_configs_path(entity_type),)
+
+    def alter(self, entity: str, change: ConfigChange) -> dict[str, str]:
+        """Apply `change` to `entity`'s config in ZooKeeper and notify every broker; the new
+        config."""
+        return self._alter(entity, self._path(entity).removeprefix("/config/"), change)
+
+    def _path(self, entity: str) -> str:
+        return znodes.entity_config_path(self.entity_type, entity)
+
+    def _entity_named(self, notification: bytes) -> str | None:
+        kind, entity = znodes.parse_change_entity(notification)
+        return entity if kind == self.entity_type and entity else None
+
+    def _all(self) -> Iterable[str]:
+        return self._children(znodes.entity_configs_path(self.entity_type))
 
 
 class ZooKeeperUserConfigs(ZooKeeperEntityConfigs):
