@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v12 import request as fetch_v12
 from raw_requests import encode_request, recv_exact
 
@@ -27,7 +28,7 @@ TopicPartition = tuple[str, int]
 class Answer:
     """One partition of a Fetch response."""
 
-    error_code: int
+    error_code: ErrorCode
     high_watermark: int
     log_start_offset: int
     #: the offset after the last record returned; None: no records
@@ -37,7 +38,7 @@ class Answer:
 
 @dataclass(frozen=True, slots=True)
 class FetchExchange:
-    error_code: int
+    error_code: ErrorCode
     session_id: int
     partitions: dict[TopicPartition, Answer]
     request_bytes: int

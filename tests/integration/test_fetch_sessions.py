@@ -1,17 +1,18 @@
 """Fetch sessions (KIP-227) against a real broker: a session's life by hand (full fetch, empty
 incremental fetches, long polls on every session partition, forgotten partitions, the session
-errors, closing), then real consumers with sessions on (kafka-python) and without
-(librdkafka's confluent-kafka, which sends no session) reading every record as written."""
+errors, closing), then real consumers with sessions on (kafka-python, also held to a byte-rate
+quota, whose throttled responses leave the session going) and without (librdkafka's
+confluent-kafka, which sends no session) reading every record as written."""
 
 from __future__ import annotations
 
 import threading
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
-from broker_process import BrokerProcess
+from broker_process import BrokerProcess, weir
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as ConfluentPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -42,8 +43,11 @@ def create_topic(broker: BrokerProcess, name: str, partitions: int = PARTITIONS)
     admin.create_topics([NewTopic(name, partitions, 1)])[name].result(TIMEOUT)
 
 
-def produce(broker: BrokerProcess, topic: str, values: dict[int, list[bytes]]) -> None:
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+def produce(
+    broker: BrokerProcess, topic: str, values: dict[int, list[bytes]], batch_size: int = 16384
+) -> None:
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0,
+                         "batch.size": batch_size})  # fmt: skip
     for partition, batch in values.items():
         for value in batch:
             producer.produce(topic, value, partition=partition)
@@ -178,3 +182,35 @@ def test_confluent_kafka_consumes_everything(shared: BrokerProcess) -> None:
     written, read = consume_while_producing(shared, topic, poll)
     consumer.close()
     assert read == written
+
+
+def test_a_throttled_kafka_python_consumer_keeps_its_session_and_misses_nothing(
+    broker_factory: Callable[..., BrokerProcess],
+) -> None:
+    # the rate is measured over at least one window of one second (not Kafka's ten)
+    shared = broker_factory("throttling", **{"quota.window.num": 2,
+                                             "quota.window.size.seconds": 1})  # fmt: skip
+    topic = "throttled-sessions"
+    create_topic(shared, topic, 3)
+    values = {p: [b"%d-%05d" % (p, i) + b"." * 500 for i in range(150)] for p in range(3)}
+    produce(shared, topic, values, batch_size=1000)  # a batch a record: fetches stay small
+    done = weir("quota", "alter", "--entity-type", "clients", "--entity-name", "slow-reader",
+                "--add-config", "consumer_byte_rate=65536", "--bootstrap-server",
+                shared.bootstrap)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    consumer = KafkaConsumer(bootstrap_servers=shared.bootstrap, client_id="slow-reader",
+                             auto_offset_reset="earliest", fetch_max_bytes=16384,
+                             max_partition_fetch_bytes=8192,
+                             request_timeout_ms=TIMEOUT * 1000)  # fmt: skip
+    consumer.assign([KafkaPartition(topic, p) for p in range(3)])
+    read: dict[int, list[bytes]] = {p: [] for p in range(3)}
+    deadline = time.monotonic() + TIMEOUT
+    while sum(map(len, read.values())) < 450 and time.monotonic() < deadline:
+        for tp, records in consumer.poll(timeout_ms=200).items():
+            read[tp.partition].extend(r.value for r in records)
+    throttled_ms = consumer.metrics()["consumer-metrics"]["throttle-time-max"]
+    sessions = [h.next_metadata for h in consumer._fetcher._session_handlers.values()]
+    consumer.close()
+    assert read == values
+    assert throttled_ms > 0
+    assert sessions and all(m.session_id != 0 for m in sessions)
