@@ -114,6 +114,16 @@ def test_a_sessionless_fetch_gets_every_partition(shared: BrokerProcess) -> None
     fetcher.close()
 
 
+def test_no_cache_slots_no_sessions(broker_factory: Callable[..., BrokerProcess]) -> None:
+    broker = broker_factory("no-sessions", **{"max.incremental.fetch.session.cache.slots": 0})
+    create_topic(broker, "no-sessions", 2)
+    fetcher = RawFetcher(broker.port)
+    answer = fetcher.fetch({("no-sessions", 0): 0, ("no-sessions", 1): 0}, epoch=0)
+    fetcher.close()
+    assert answer.error_code == ErrorCode.none and answer.session_id == 0
+    assert len(answer.partitions) == 2
+
+
 def produce_in_rounds(broker: BrokerProcess, topic: str, rounds: int) -> dict[int, list[bytes]]:
     """A few records to a few partitions at a time, a little apart, so that most incremental
     responses leave most partitions out. Returns what was written, by partition."""

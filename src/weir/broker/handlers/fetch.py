@@ -88,13 +88,7 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
         from_followers=from_followers,
         read_committed=getattr(body, "isolation_level", 0) == READ_COMMITTED,
     )
-    try:
-        sent = context.select(results + redirected + refused)
-        _release_unsent(results, sent)
-        response = _response(request, sent, context.session_id)
-    except BaseException:
-        release(results)
-        raise
+    sent, response = _answer(request, context, results, redirected + refused)
     if quota is None:
         return response
     return _throttled(broker, request, quota, response, context, sent)
@@ -123,10 +117,23 @@ def _session_error(request: Request, error: ErrorCode) -> ChunkedResponse:
     return ChunkedResponse.with_slices(request, response, {})
 
 
-def _release_unsent(results: list[FetchResult], sent: list[FetchResult]) -> None:
-    """Close the (empty) file slices of results an incremental response leaves out."""
+def _answer(
+    request: Request, context: FetchContext, results: list[FetchResult], others: list[FetchResult]
+) -> tuple[list[FetchResult], ChunkedResponse]:
+    """The results the response carries (`context.select`), and the response. The file slices
+    of the results left out (empty ones) are closed here; those carried, by the response."""
+    try:
+        sent = context.select(results + others)
+    except BaseException:
+        release(results)
+        raise
     carried = {id(result) for result in sent}
-    release([r for r in results if r.data is not None and id(r) not in carried])
+    release([r for r in results if id(r) not in carried])
+    try:
+        return sent, _response(request, sent, context.session_id)
+    except BaseException:
+        release(sent)
+        raise
 
 
 def _consumer_quota(
