@@ -189,6 +189,10 @@ class BrokerConfig:
     num_network_threads: int = 3
     num_replica_fetchers: int = 1
     num_recovery_threads_per_data_dir: int = 2
+    #: how many incremental fetch sessions (KIP-227) the broker keeps; 0: none
+    max_incremental_fetch_session_cache_slots: int = 1000
+    #: how long a session must have been idle before any new session may take its slot
+    min_incremental_fetch_session_eviction_ms: int = 120_000
     background_threads: int = 10
     #: listener name -> {setting: value}, from `listener.name.<listener>.<setting>`
     listener_overrides: dict[str, dict[str, Any]] = field(default_factory=dict)

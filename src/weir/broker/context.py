@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -14,6 +14,7 @@ from weir.broker.client_quotas import ClientQuotas
 from weir.broker.cluster_node import ClusterNode, LiveBroker
 from weir.broker.config import BrokerConfig
 from weir.broker.dynamic_config import DynamicBrokerConfig
+from weir.broker.fetch_sessions import FetchSessionCache
 from weir.broker.group.coordinator import GroupCoordinator
 from weir.broker.replica_manager import ReplicaManager
 from weir.broker.request_log import RequestLog
@@ -69,6 +70,8 @@ class BrokerContext:
     dynamic_config: DynamicBrokerConfig | None = None
     #: the client quotas (produce and fetch byte rates, request time) and their configs
     quotas: ClientQuotas | None = None
+    #: the incremental fetch sessions of consumers and followers (KIP-227)
+    fetch_sessions: FetchSessionCache = field(default_factory=FetchSessionCache)
 
     def authorized(self, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
         """Whether the client of the request being served may do `operation` on the

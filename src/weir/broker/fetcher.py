@@ -1,6 +1,8 @@
 """Followers replicate: one fetcher per leader broker, fetching all the partitions this broker
 follows from it in one Fetch request (replica_id set), appending the leader's batches byte for
-byte (offsets and leader epochs as the leader wrote them).
+byte (offsets and leader epochs as the leader wrote them). The requests use a fetch session
+(KIP-227, `follower_session`): after the first, each carries only the partitions whose fetch
+offset or epoch changed, and partitions absent from a response had nothing new.
 
 Before a partition is fetched after a leader change, its follower asks the leader where its own
 latest leader epoch ends (OffsetForLeaderEpoch, KIP-101/279) and truncates there: a tail written
@@ -20,6 +22,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from weir.broker.follower_session import FollowerFetchSession, PartitionFetchState
 from weir.broker.partition import Partition
 from weir.broker.peer import PeerConnection
 from weir.broker.replica_manager import ReplicaManager
@@ -74,6 +77,7 @@ class LeaderFetcher:
         self._replicas = replicas
         self.partitions: dict[TopicPartition, _Followed] = {}
         self._connection = PeerConnection(address, CLIENT_ID, security=security)
+        self._session = FollowerFetchSession()
         self._wake = asyncio.Event()
         self._task = asyncio.get_running_loop().create_task(self._run())
 
@@ -182,17 +186,17 @@ class LeaderFetcher:
             await asyncio.sleep(quota.hold_ms(now) / 1000 if held else RETRY_BACKOFF_S)
             return
         m = request_module(ApiKey.FETCH, FETCH_VERSION)
+        session = self._session.next_request({_tp(entry): _fetch_state(entry) for entry in ready})
         topics: dict[str, list[Any]] = {}
-        for entry in ready:
-            partition_log = entry.partition.log
-            topics.setdefault(entry.partition.topic, []).append(
+        for (topic, index), state in session.to_send.items():
+            topics.setdefault(topic, []).append(
                 m.FetchPartition(
-                    partition=entry.partition.index,
-                    current_leader_epoch=entry.leader_epoch,
-                    fetch_offset=partition_log.log_end_offset,
-                    last_fetched_epoch=partition_log.latest_epoch,
-                    log_start_offset=partition_log.log_start_offset,
-                    partition_max_bytes=PARTITION_MAX_BYTES,
+                    partition=index,
+                    current_leader_epoch=state.current_leader_epoch,
+                    fetch_offset=state.fetch_offset,
+                    last_fetched_epoch=state.last_fetched_epoch,
+                    log_start_offset=state.log_start_offset,
+                    partition_max_bytes=state.max_bytes,
                 )
             )
         body = m.FetchRequest(
@@ -202,13 +206,21 @@ class LeaderFetcher:
             min_bytes=1,
             max_bytes=FETCH_MAX_BYTES,
             isolation_level=0,
-            session_id=0,
-            session_epoch=-1,
+            session_id=session.session_id,
+            session_epoch=session.epoch,
             topics=tuple(m.FetchTopic(topic=t, partitions=tuple(ps)) for t, ps in topics.items()),
-            forgotten_topics_data=(),
+            forgotten_topics_data=_forgotten(m, session.to_forget),
             rack_id="",
         )
-        response = await self._exchange(ApiKey.FETCH, FETCH_VERSION, body)
+        try:
+            response = await self._exchange(ApiKey.FETCH, FETCH_VERSION, body)
+        except BaseException:
+            self._session.handle_error()
+            raise
+        if not self._session.handle_response(session, response.error_code, response.session_id):
+            log.info("fetch session with broker %d: %s; starting a new one", self.leader_id,
+                     response.error_code)  # fmt: skip
+            return
         refused = throttled = 0
         for topic in response.responses:
             for data in topic.partitions:
@@ -258,6 +270,29 @@ class LeaderFetcher:
                 return
         partition.follow_leader_high_watermark(data.high_watermark)
         followed.caught_up = partition_log.log_end_offset >= data.high_watermark
+
+
+def _tp(entry: _Followed) -> TopicPartition:
+    return (entry.partition.topic, entry.partition.index)
+
+
+def _fetch_state(entry: _Followed) -> PartitionFetchState:
+    """What this round's Fetch asks of `entry`: from our log end, under our latest epoch."""
+    partition_log = entry.partition.log
+    return PartitionFetchState(
+        fetch_offset=partition_log.log_end_offset,
+        current_leader_epoch=entry.leader_epoch,
+        last_fetched_epoch=partition_log.latest_epoch,
+        log_start_offset=partition_log.log_start_offset,
+        max_bytes=PARTITION_MAX_BYTES,
+    )
+
+
+def _forgotten(m: Any, partitions: list[TopicPartition]) -> tuple[Any, ...]:
+    by_topic: dict[str, list[int]] = {}
+    for topic, index in partitions:
+        by_topic.setdefault(topic, []).append(index)
+    return tuple(m.ForgottenTopic(topic=t, partitions=tuple(ps)) for t, ps in by_topic.items())
 
 
 def _cancelling() -> bool:

@@ -49,6 +49,7 @@ from weir.broker.config import BrokerConfig
 from weir.broker.connections import SMALL_FRAME_BYTES, ConnectionLimiter, RequestMemoryPool
 from weir.broker.context import BrokerContext, ProducerIdAllocator
 from weir.broker.dynamic_config import BrokerConfigStore, DynamicBrokerConfig
+from weir.broker.fetch_sessions import FetchSessionCache
 from weir.broker.group.coordinator import GroupConfig, GroupCoordinator
 from weir.broker.group.store import OFFSETS_TOPIC, GroupStore
 from weir.broker.handlers import HANDLERS, api_versions
@@ -156,6 +157,10 @@ class Broker:
         self.context = self._open_storage(metadata)
         self.context.authorizer = authorizer
         self.context.dynamic_config = self.dynamic_config
+        self.context.fetch_sessions = FetchSessionCache(
+            config.max_incremental_fetch_session_cache_slots,
+            config.min_incremental_fetch_session_eviction_ms,
+        )
         self.dynamic_config.add_reconfigurable(self._reconfigure)
         window = QuotaWindow(
             max(1, config.quota_window_num), max(1, config.quota_window_size_seconds) * 1000

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from weir.cli.reassign import DrainError, drain_plan, plan_json, read_plan
-from weir.cluster.placement import CONSISTENT_HASH, BrokerSpec, consistent_hash_assignment
 from weir.cli.reassign_throttle import (
     BROKER,
     DELETE,
@@ -25,6 +24,7 @@ from weir.cli.reassign_throttle import (
     clear_throttles,
     throttle_plan,
 )
+from weir.cluster.placement import CONSISTENT_HASH, BrokerSpec, consistent_hash_assignment
 
 
 def test_a_drain_moves_only_the_leaving_broker_s_replicas_and_spreads_them() -> None:

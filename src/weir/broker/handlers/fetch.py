@@ -1,8 +1,11 @@
 """Fetch (1): long-poll reads; record bytes go out by sendfile straight from segment files,
 through descriptors of their own that the connection closes once they are sent.
 
-No fetch sessions: every response has session id 0, so clients send full requests (KIP-227
-allows this). read_committed fetches (isolation level 1) stop at the last stable offset and list
+Fetch sessions (KIP-227, `fetch_sessions`): a consumer or follower that asks for one (session
+epoch 0) gets a session id, then sends only the partitions whose fetch state changed; every
+partition of the session is read (and waited on, for long polls), and the response carries only
+those with records or news (high watermark, last stable offset, log start offset, an error).
+read_committed fetches (isolation level 1) stop at the last stable offset and list
 the aborted transactions of the range, whose records the client skips (KIP-98); the broker does
 not filter records.
 
@@ -29,6 +32,12 @@ from kio.static.primitive import Records
 from weir.broker.authz.checks import split_fetch
 from weir.broker.client_quotas import ClientQuotaManager, client_identity, throttle_connection
 from weir.broker.context import BrokerContext, make
+from weir.broker.fetch_sessions import (
+    FINAL_EPOCH,
+    INVALID_SESSION_ID,
+    FetchContext,
+    new_context,
+)
 from weir.broker.handlers.per_partition import by_topic
 from weir.broker.results import FetchRequestPartition, FetchResult, release
 from weir.broker.wire import ChunkedResponse
@@ -44,13 +53,11 @@ CLIENT_THROTTLE_VERSION = 8  # KIP-219: clients from this version wait out a thr
 
 async def handle(broker: BrokerContext, request: Request) -> Any:
     body = request.body
-    wanted = [
-        FetchRequestPartition(topic.topic, p.partition, p.fetch_offset, p.partition_max_bytes,
-                              getattr(p, "current_leader_epoch", -1))
-        for topic in body.topics for p in topic.partitions
-    ]  # fmt: skip
     replica_id = getattr(body, "replica_id", -1)
-    wanted, refused = split_fetch(broker, wanted, replica_id)
+    context = _session_context(broker, body, replica_id)
+    if context.error is not ErrorCode.none:
+        return _session_error(request, context.error)
+    wanted, refused = split_fetch(broker, context.wanted, replica_id)
     from_followers = replica_id < 0 and request.api_version >= FOLLOWER_FETCH_VERSION
     redirected = []
     client_rack = getattr(body, "rack_id", "")
@@ -81,14 +88,52 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
         from_followers=from_followers,
         read_committed=getattr(body, "isolation_level", 0) == READ_COMMITTED,
     )
+    sent, response = _answer(request, context, results, redirected + refused)
+    if quota is None:
+        return response
+    return _throttled(broker, request, quota, response, context, sent)
+
+
+def _session_context(broker: BrokerContext, body: Any, replica_id: int) -> FetchContext:
+    """The request's partitions and session fields, as its fetch session sees them."""
+    requested = [
+        FetchRequestPartition(topic.topic, p.partition, p.fetch_offset, p.partition_max_bytes,
+                              getattr(p, "current_leader_epoch", -1))
+        for topic in body.topics for p in topic.partitions
+    ]  # fmt: skip
+    forgotten = [(topic.topic, index) for topic in getattr(body, "forgotten_topics_data", ())
+                 for index in topic.partitions]  # fmt: skip
+    return new_context(
+        broker.fetch_sessions, session_id=getattr(body, "session_id", INVALID_SESSION_ID),
+        epoch=getattr(body, "session_epoch", FINAL_EPOCH), requested=requested,
+        forgotten=forgotten, privileged=replica_id >= 0, now_ms=broker.clock.monotonic_ms(),
+    )  # fmt: skip
+
+
+def _session_error(request: Request, error: ErrorCode) -> ChunkedResponse:
+    m = response_module(ApiKey.FETCH, request.api_version)
+    response = make(m.FetchResponse, throttle_time=datetime.timedelta(0), error_code=error,
+                    session_id=INVALID_SESSION_ID, responses=())  # fmt: skip
+    return ChunkedResponse.with_slices(request, response, {})
+
+
+def _answer(
+    request: Request, context: FetchContext, results: list[FetchResult], others: list[FetchResult]
+) -> tuple[list[FetchResult], ChunkedResponse]:
+    """The results the response carries (`context.select`), and the response. The file slices
+    of the results left out (empty ones) are closed here; those carried, by the response."""
     try:
-        response = _response(request, results + redirected + refused)
+        sent = context.select(results + others)
     except BaseException:
         release(results)
         raise
-    if quota is None:
-        return response
-    return _throttled(request, quota, response)
+    carried = {id(result) for result in sent}
+    release([r for r in results if id(r) not in carried])
+    try:
+        return sent, _response(request, sent, context.session_id)
+    except BaseException:
+        release(sent)
+        raise
 
 
 def _consumer_quota(
@@ -102,7 +147,12 @@ def _consumer_quota(
 
 
 def _throttled(
-    request: Request, quota: ClientQuotaManager, response: ChunkedResponse
+    broker: BrokerContext,
+    request: Request,
+    quota: ClientQuotaManager,
+    response: ChunkedResponse,
+    context: FetchContext,
+    sent: list[FetchResult],
 ) -> ChunkedResponse:
     """`response`, or for a consumer over its quota an empty one with the throttle time."""
     user, client_id = client_identity(request.client_id)
@@ -115,12 +165,13 @@ def _throttled(
         throttle_ms, client_throttles=request.api_version >= CLIENT_THROTTLE_VERSION
     )
     m = response_module(ApiKey.FETCH, request.api_version)
+    session_id = context.throttled(broker.fetch_sessions, sent)
     empty = make(m.FetchResponse, throttle_time=datetime.timedelta(milliseconds=throttle_ms),
-                 error_code=ErrorCode.none, session_id=0, responses=())  # fmt: skip
+                 error_code=ErrorCode.none, session_id=session_id, responses=())  # fmt: skip
     return ChunkedResponse.with_slices(request, empty, {})
 
 
-def _response(request: Request, results: list[FetchResult]) -> ChunkedResponse:
+def _response(request: Request, results: list[FetchResult], session_id: int) -> ChunkedResponse:
     m = response_module(ApiKey.FETCH, request.api_version)
     slices: dict[bytes, FileSlice] = {}
     topics = by_topic(
@@ -129,7 +180,7 @@ def _response(request: Request, results: list[FetchResult]) -> ChunkedResponse:
         lambda name, entries: make(m.FetchableTopicResponse, topic=name, partitions=entries),
     )
     response = make(m.FetchResponse, throttle_time=datetime.timedelta(0), error_code=ErrorCode.none,
-                    session_id=0, responses=topics)  # fmt: skip
+                    session_id=session_id, responses=topics)  # fmt: skip
     return ChunkedResponse.with_slices(request, response, slices)
 
 
