@@ -15,6 +15,7 @@ from weir.broker.cluster_node import ClusterNode, LiveBroker
 from weir.broker.config import BrokerConfig
 from weir.broker.dynamic_config import DynamicBrokerConfig
 from weir.broker.group.coordinator import GroupCoordinator
+from weir.broker.log_dir_mover import LogDirMovers
 from weir.broker.replica_manager import ReplicaManager
 from weir.broker.request_log import RequestLog
 from weir.broker.security.credentials import CredentialStore
@@ -69,6 +70,8 @@ class BrokerContext:
     dynamic_config: DynamicBrokerConfig | None = None
     #: the client quotas (produce and fetch byte rates, request time) and their configs
     quotas: ClientQuotas | None = None
+    #: moves of replicas between this broker's log directories (AlterReplicaLogDirs)
+    log_dir_movers: LogDirMovers | None = None
 
     def authorized(self, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
         """Whether the client of the request being served may do `operation` on the

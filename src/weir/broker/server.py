@@ -52,6 +52,7 @@ from weir.broker.dynamic_config import BrokerConfigStore, DynamicBrokerConfig
 from weir.broker.group.coordinator import GroupConfig, GroupCoordinator
 from weir.broker.group.store import OFFSETS_TOPIC, GroupStore
 from weir.broker.handlers import HANDLERS, api_versions
+from weir.broker.log_dir_mover import LogDirMovers
 from weir.broker.quota_rate import QuotaWindow
 from weir.broker.replica_manager import ReplicaManager
 from weir.broker.request_log import RequestLog
@@ -156,6 +157,12 @@ class Broker:
             max(1, config.quota_window_num), max(1, config.quota_window_size_seconds) * 1000
         )
         self.context.quotas = ClientQuotas(quota_configs, window, self.clock)
+        self.context.log_dir_movers = LogDirMovers(
+            self.context.replicas,
+            self.clock,
+            self.config.replica_alter_log_dirs_io_max_bytes_per_second,
+        )
+        self.dynamic_config.add_reconfigurable(self.context.log_dir_movers.reconfigure)
 
     def _reconfigure(self, config: BrokerConfig) -> None:
         """Take up a new effective config: the dynamic broker configs changed."""
@@ -423,6 +430,8 @@ class Broker:
             await asyncio.get_running_loop().run_in_executor(None, self.cluster.close)
         if self.context.authorizer is not None:
             await asyncio.get_running_loop().run_in_executor(None, self.context.authorizer.close)
+        if self.context.log_dir_movers is not None:
+            await self.context.log_dir_movers.close()
         self.context.replicas.log_manager.close()
         self._scheduler.shutdown()
 

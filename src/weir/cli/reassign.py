@@ -16,7 +16,8 @@ Changing a topic's replication factor is a reassignment to more or fewer replica
 
 The files are Kafka's: `{"version": 1, "topics": [{"topic": "t"}]}` and `{"version": 1,
 "partitions": [{"topic": "t", "partition": 0, "replicas": [1, 2], "log_dirs": ["any", "any"]}]}`
-(`log_dirs` other than "any" is refused: moves between a broker's directories are not served).
+(a `log_dirs` entry other than "any" moves that replica to that log directory of its broker,
+with `--replica-alter-log-dirs-throttle` as its copy rate: `weir.cli.logdirs`).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from kio.schema.metadata.v1.request import MetadataRequest
 from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i32, i32Timedelta
 
+from weir.cli import logdirs
 from weir.cli.broker_socket import BrokerConnection, BrokerConnectionError, connect_any
 from weir.cli.clients import ADMIN_TIMEOUT, add_bootstrap, add_client_settings, security_settings
 from weir.cluster.placement import BrokerSpec, PlacementError, kafka_assignment
@@ -66,6 +68,8 @@ def register(commands: Any) -> None:
     execute = sub.add_parser("execute", help="start the moves a reassignment file lists")
     execute.add_argument("--additional", action="store_true",
                          help="replace the targets of partitions already moving")  # fmt: skip
+    execute.add_argument("--replica-alter-log-dirs-throttle", type=int, metavar="BYTES/S",
+                         help="the rate of moves between a broker's log directories")  # fmt: skip
     execute.set_defaults(run=run_execute)
     verify = sub.add_parser("verify", help="whether the moves of a reassignment file are done")
     verify.set_defaults(run=run_verify)
@@ -188,9 +192,6 @@ def read_plan(path: Path) -> dict[TopicPartition, tuple[int, ...]]:
         if dirs is not None and (not isinstance(dirs, list) or len(dirs) != len(replicas)):
             raise SystemExit(f"weir: {path}: {tp[0]}-{tp[1]}: log_dirs must list one entry "
                              "per replica")  # fmt: skip
-        if dirs is not None and any(d != "any" for d in dirs):
-            raise SystemExit(f"weir: {path}: {tp[0]}-{tp[1]}: moving replicas between log "
-                             "directories is not supported; give \"any\"")  # fmt: skip
         if tp in plan:
             raise SystemExit(f"weir: {path} lists {tp[0]}-{tp[1]} twice")
         plan[tp] = replicas
@@ -255,7 +256,13 @@ def run_generate(args: argparse.Namespace) -> int:
 
 def run_execute(args: argparse.Namespace) -> int:
     plan = read_plan(args.reassignment_json_file)
+    dir_moves = logdirs.read_log_dir_moves(
+        _read_json(args.reassignment_json_file)["partitions"], args.reassignment_json_file
+    )
     cluster = Cluster(args)
+    if dir_moves:  # before anything changes: every directory must be its broker's
+        logdirs.check_log_dirs(logdirs.broker_addresses(cluster.metadata), cluster.security,
+                               dir_moves)  # fmt: skip
     current = cluster.assignment()
     missing = [_name(tp) for tp in plan if tp not in current]
     if missing:
@@ -273,6 +280,10 @@ def run_execute(args: argparse.Namespace) -> int:
     started, failed = _report(cluster.alter(dict(plan)))
     if started:
         print(f"Successfully started partition reassignments for {','.join(started)}")
+    if dir_moves and not logdirs.execute_log_dir_moves(
+        cluster.bootstrap, cluster.security, dir_moves, args.replica_alter_log_dirs_throttle
+    ):
+        failed = True
     return 1 if failed else 0
 
 

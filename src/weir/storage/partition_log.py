@@ -685,6 +685,25 @@ class PartitionLog:
     def lock(self) -> threading.RLock:
         return self._lock
 
+    # ---- moving between log directories -------------------------------------------------------
+
+    def rename_dir(self, directory: Path) -> None:
+        """Rename the partition directory to `directory` (in the same file system or another
+        directory of it) with the log open: segments, indexes, snapshots and the epoch
+        checkpoint follow. The spare segment is dropped first (the next roll makes one).
+        The parent directories are not synced here (its owner does it off the loop)."""
+        with self._lock:
+            self._spares.close()
+            self.directory.rename(directory)
+            self.directory = directory
+            for segment in self.segments:
+                segment.follow_directory(directory)
+            self.epoch_cache.path = directory / LEADER_EPOCH_CHECKPOINT
+            self._txn_files.follow_directory(directory)
+            self._spares = SpareSegment(
+                directory, self._clock, self._scheduler, self._lock, lambda: self.config
+            )
+
     # ---- lifecycle ----------------------------------------------------------------------------
 
     def close(self) -> None:
