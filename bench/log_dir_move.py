@@ -6,7 +6,8 @@ One broker with two log directories on the same disk. A partition is filled with
 1 KiB records (confluent-kafka, acks=all), then moved back and forth: first without a throttle,
 then with THROTTLE bytes/s, each time while a producer keeps sending acks=all records one at a
 time and their round trips are timed (the swap holds the partition's appends for its last
-bytes; the broker logs how long). A move's time runs from `weir reassign execute`'s request to
+bytes; the broker logs how long). The probe's figures with no move under way are
+taken first, for comparison. A move's time runs from `weir reassign execute`'s request to
 DescribeLogDirs showing the replica in its new directory alone.
 
 Usage: python bench/log_dir_move.py [--size-mb 200] [--throttle 20000000]
@@ -87,12 +88,30 @@ class Prober:
             self.times.append(time.perf_counter() - started)
 
     def __enter__(self) -> Prober:
+        self.producer.produce(TOPIC, b"warm-up", partition=0)  # connection and metadata first
+        self.producer.flush(30)
         self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
+
+
+def probed(probe: Prober) -> dict[str, Any]:
+    return {
+        "probe_produces": len(probe.times),
+        "probe_p50_ms": round(statistics.median(probe.times) * 1000, 2),
+        "probe_p99_ms": round(statistics.quantiles(probe.times, n=100)[98] * 1000, 2),
+        "probe_max_ms": round(max(probe.times) * 1000, 2),
+    }
+
+
+def baseline(bootstrap: str, seconds: float) -> dict[str, Any]:
+    """The probe's round trips with no move under way."""
+    with Prober(bootstrap) as probe:
+        time.sleep(seconds)
+    return probed(probe)
 
 
 def move(bootstrap: str, dirs: list[Path], throttle: int | None) -> dict[str, Any]:
@@ -112,9 +131,7 @@ def move(bootstrap: str, dirs: list[Path], throttle: int | None) -> dict[str, An
         "seconds": round(seconds, 3),
         "mb_per_s": round(size / seconds / 1e6, 1),
         "throttle_bytes_per_s": throttle,
-        "probe_produces": len(probe.times),
-        "probe_p50_ms": round(statistics.median(probe.times) * 1000, 2),
-        "probe_max_ms": round(max(probe.times) * 1000, 2),
+        **probed(probe),
     }
 
 
@@ -134,6 +151,7 @@ def main() -> None:
             admin.create_topics([NewTopic(TOPIC, 1, 1)])[TOPIC].result(30)
             fill(bootstrap, args.size_mb)
             results = {
+                "no_move": baseline(bootstrap, 3.0),
                 "unthrottled": move(bootstrap, dirs, 2**63 - 1),
                 "throttled": move(bootstrap, dirs, args.throttle),
             }

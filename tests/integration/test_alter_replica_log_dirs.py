@@ -235,3 +235,33 @@ def test_weir_log_dirs_move_waits_for_the_move(
     assert f"{TOPIC}-0 is in {target}" in done.stdout
     assert set(replicas(broker)) == {(target, False)}
     assert [v for _, v in read_all(broker.bootstrap, 500)] == [b"%d" % i for i in range(500)]
+
+
+def test_a_broker_killed_mid_move_keeps_its_log_and_the_move_can_be_asked_again(
+    jbod: tuple[BrokerProcess, list[Path]], tmp_path: Path
+) -> None:
+    broker, dirs = jbod
+    with LoadProducer(broker.bootstrap) as load:
+        for _ in range(PREFILL_RECORDS // 2):
+            load.send(VALUE)
+        assert load.producer.flush(60) == 0
+    [(source, _)] = replicas(broker)
+    target = next(str(d) for d in dirs if str(d) != source)
+    done = weir("reassign", "execute", "--bootstrap-server", broker.bootstrap,
+                "--reassignment-json-file", plan(tmp_path / "plan.json", target),
+                "--replica-alter-log-dirs-throttle", "500000")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    waiting.poll(lambda: replicas(broker).get((target, True)), 20, "the future replica")
+    assert [p for p in Path(target).iterdir() if p.name.endswith("-future")]
+    broker.kill()
+
+    broker.start()
+    assert set(replicas(broker)) == {(source, False)}
+    assert not [p for p in Path(target).iterdir() if p.name.startswith(TOPIC)]
+    assert dict(read_all(broker.bootstrap, len(load.acked))) == load.acked
+    again = weir("reassign", "execute", "--bootstrap-server", broker.bootstrap,
+                 "--reassignment-json-file", plan(tmp_path / "plan.json", target),
+                 "--replica-alter-log-dirs-throttle", str(2**63 - 1))  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    waiting.poll(lambda: set(replicas(broker)) == {(target, False)}, 60, "the move to finish")
+    assert dict(read_all(broker.bootstrap, len(load.acked))) == load.acked

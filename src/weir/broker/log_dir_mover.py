@@ -31,6 +31,7 @@ from weir.broker.replica_manager import ReplicaManager
 from weir.clock import Clock
 from weir.storage.errors import StorageError
 from weir.storage.files import future_dir_name
+from weir.storage.log_dir import LogDirectory
 from weir.storage.log_mover import FutureLog
 
 log = logging.getLogger(__name__)
@@ -71,7 +72,7 @@ class LogDirMovers:
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="weir-alter-log-dirs")
         self._tasks: dict[tuple[str, int], asyncio.Task[None]] = {}
         self._lock = asyncio.Lock()
-        #: moves finished here (log-dir-move figures for the operator)
+        #: how many moves this broker finished since it started
         self.completed = 0
 
     def reconfigure(self, config: BrokerConfig) -> None:
@@ -89,12 +90,10 @@ class LogDirMovers:
     async def _alter(self, topic: str, index: int, path: str) -> ErrorCode:
         logs = self._logs
         log_dir = logs.dir_named(path)
-        if len(future_dir_name(topic, index, "0" * 32)) > MAX_NAME_LENGTH:
-            return ErrorCode.invalid_topic_exception
-        if log_dir is None:
-            return ErrorCode.log_dir_not_found
-        if not log_dir.online or self._replicas.is_offline(topic, index):
-            return ErrorCode.kafka_storage_error
+        refused = self._refusal(topic, index, log_dir)
+        if refused is not None:
+            return refused
+        assert log_dir is not None  # `_refusal` answers for an unknown one
         moving = logs.future_of(topic, index)
         if moving is not None and moving.log_dir is not log_dir:
             await self.cancel(topic, index)
@@ -106,27 +105,42 @@ class LogDirMovers:
             return ErrorCode.none
         if not all(d.online for d in logs.dirs):  # no copy where an offline one may be
             return ErrorCode.kafka_storage_error
+        return await self._start(partition, log_dir)
+
+    def _refusal(self, topic: str, index: int, log_dir: LogDirectory | None) -> ErrorCode | None:
+        """Kafka's refusals before anything is looked at: the name, the directory, the replica."""
+        if len(future_dir_name(topic, index, "0" * 32)) > MAX_NAME_LENGTH:
+            return ErrorCode.invalid_topic_exception
+        if log_dir is None:
+            return ErrorCode.log_dir_not_found
+        if not log_dir.online or self._replicas.is_offline(topic, index):
+            return ErrorCode.kafka_storage_error
+        return None
+
+    async def _start(self, partition: Partition, log_dir: LogDirectory) -> ErrorCode:
+        topic, index = partition.topic, partition.index
         loop = asyncio.get_running_loop()
         try:
             moving = await loop.run_in_executor(
-                self._thread, logs.create_future_log, topic, index, log_dir
+                self._thread, self._logs.create_future_log, topic, index, log_dir
             )
         except StorageError as exc:
-            log.error("%s-%d: no future log in %s: %s", topic, index, path, exc)
+            log.error("%s-%d: no future log in %s: %s", topic, index, log_dir.path, exc)
             return ErrorCode.kafka_storage_error
-        log.info("%s-%d: moving to %s", topic, index, path)
+        log.info("%s-%d: moving to %s", topic, index, log_dir.path)
         self._tasks[(topic, index)] = loop.create_task(self._move(partition, moving))
         return ErrorCode.none
 
     async def cancel(self, topic: str, index: int) -> None:
         """Stop the partition's move and delete its future log."""
         task = self._tasks.pop((topic, index), None)
+        loop = asyncio.get_running_loop()
         if task is not None:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
+            await loop.run_in_executor(self._thread, _nothing)  # the step under way ends first
         detached = self._logs.abort_future(topic, index)
         if detached:
-            loop = asyncio.get_running_loop()
             await loop.run_in_executor(None, self._logs.remove_detached, detached)
 
     async def close(self) -> None:
@@ -188,3 +202,7 @@ class LogDirMovers:
                  moving.log_dir.path, self._clock.monotonic_ms() - began)  # fmt: skip
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, self._logs.complete_move, new_log, old)
+
+
+def _nothing() -> None:
+    """A job for the mover thread that returns once the jobs before it are done."""
