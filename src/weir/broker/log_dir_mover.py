@@ -9,8 +9,8 @@ swap runs on the loop: the last bytes copied with the log's appends held, the di
 renamed, the partition pointed at its new log. Producers and consumers go on meanwhile; a
 fetch that began on the old log finishes reading it.
 
-A move is not resumed after a restart: the partial copy is discarded then, and the operator
-asks again (AlterReplicaLogDirs is idempotent).
+A move a stop or crash interrupted goes on from where its copy stood when the broker starts
+again (`resume`), as Kafka's does.
 
 Thread-safety (docs/threads.md): event-loop only; the copy steps run on the mover thread, which
 touches only the future logs and reads the current logs under their locks.
@@ -131,6 +131,14 @@ class LogDirMovers:
         self._tasks[(topic, index)] = loop.create_task(self._move(partition, moving))
         return ErrorCode.none
 
+    def resume(self) -> None:
+        """On the loop, at start: carry on the moves whose future logs the start found."""
+        loop = asyncio.get_running_loop()
+        for moving in self._logs.futures():
+            partition = self._replicas.get(*moving.tp)
+            if partition is not None and moving.tp not in self._tasks:
+                self._tasks[moving.tp] = loop.create_task(self._move(partition, moving))
+
     async def cancel(self, topic: str, index: int) -> None:
         """Stop the partition's move and delete its future log."""
         task = self._tasks.pop((topic, index), None)
@@ -144,7 +152,7 @@ class LogDirMovers:
             await loop.run_in_executor(None, self._logs.remove_detached, detached)
 
     async def close(self) -> None:
-        """Stop every move (their copies are discarded at the next start)."""
+        """Stop every move (the next start resumes them)."""
         tasks = list(self._tasks.values())
         self._tasks.clear()
         for task in tasks:

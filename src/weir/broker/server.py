@@ -338,6 +338,8 @@ class Broker:
         loop = asyncio.get_running_loop()
         for tick in (self._tick_groups, self._tick_transactions):
             self._connections.add(loop.create_task(tick()))
+        if self.context.log_dir_movers is not None:
+            self.context.log_dir_movers.resume()
         await asyncio.gather(*(self._accept(endpoint) for endpoint in self._endpoints))
 
     async def _accept(self, endpoint: Endpoint) -> None:

@@ -17,8 +17,8 @@ others carry on. A partition found in two directories stops the start.
 A replica moves to another directory (AlterReplicaLogDirs) through a future log,
 `<topic>-<partition>.<unique id>-future` in the target directory (`log_mover.py`), which
 `replace_current_with_future` swaps in: the current directory is renamed to be deleted, then the
-future one is renamed to `<topic>-<partition>`. A crash before the first rename leaves the
-current log in place and the copy is discarded at the next start; a crash between the two
+future one is renamed to `<topic>-<partition>`. A stop or crash before the first rename leaves
+the current log in place and the copy is resumed at the next start; a crash between the two
 completes the move then (`settle_interrupted_moves`).
 
 Background tasks on the injected scheduler: retention, compaction, time-based flush and the two
@@ -42,7 +42,7 @@ import shutil
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TypeVar
 
@@ -51,11 +51,12 @@ from weir.clock import Clock, Scheduler
 from weir.durable import fsync_directory
 from weir.storage.checkpoint import TopicPartition
 from weir.storage.cleaner import LogCleaner
-from weir.storage.config import LogConfig
+from weir.storage.config import NO_LIMIT, LogConfig
 from weir.storage.errors import LogDirectoryError, LogWriteError, StorageError
 from weir.storage.files import (
     DELETE_DIR_SUFFIX,
     future_dir_name,
+    parse_future_dir,
     parse_partition_dir,
     partition_dir_name,
 )
@@ -126,13 +127,15 @@ class LogManager:
         for log_dir in self.dirs:
             with contextlib.suppress(OSError):
                 log_dir.path.mkdir(parents=True, exist_ok=True)
-        settle_interrupted_moves(self.dirs)
+        resumable = settle_interrupted_moves(self.dirs)
         for log_dir in self.dirs:
             try:
                 log_dir.path.mkdir(parents=True, exist_ok=True)
                 self._load_dir(log_dir)
             except (OSError, LogDirectoryError) as exc:
                 self._fail_load(log_dir, exc)
+        for path in resumable:
+            self._resume_future(path)
         if not any(log_dir.online for log_dir in self.dirs):
             raise LogDirectoryError(f"no log directory could be loaded: {self.dirs}")
         self.checkpoint()
@@ -166,6 +169,32 @@ class LogManager:
                 clean_shutdown=clean,
             ))  # fmt: skip
         log_dir.clean_shutdown_marker.unlink(missing_ok=True)
+
+    def _resume_future(self, path: Path) -> None:
+        """Load a future log a stop or crash interrupted, to be filled on (`futures`); one
+        that cannot be (its partition or directory gone, a second one) is deleted."""
+        tp = parse_future_dir(path.name)
+        log_dir = next((d for d in self.dirs if d.path == path.parent), None)
+        source = self.logs.get(tp) if tp is not None else None
+        if tp is None or source is None or log_dir is None or not log_dir.online or (
+            tp in self._futures or self._dir_of.get(tp) is log_dir
+        ):
+            shutil.rmtree(path, ignore_errors=True)
+            return
+        try:
+            future = PartitionLog(path, self._future_config(tp[0]), self._clock, self._scheduler)
+        except (OSError, StorageError) as exc:
+            log.warning("%s: not resumed, deleted: %s", path, exc)
+            shutil.rmtree(path, ignore_errors=True)
+            return
+        log.info("%s-%d: resuming its move to %s from offset %d", *tp, log_dir.path,
+                 future.log_end_offset)  # fmt: skip
+        self._futures[tp] = FutureLog(tp, source, future, log_dir)
+
+    def _future_config(self, topic: str) -> LogConfig:
+        """No `flush.messages` syncs while a future log is filled: its copier flushes it once,
+        at the end."""
+        return replace(self.config_for(topic), flush_messages=NO_LIMIT)
 
     def _fail_load(self, log_dir: LogDirectory, exc: Exception) -> None:
         log_dir.take_offline(f"loading failed: {exc}")
@@ -284,7 +313,7 @@ class LogManager:
             raise StorageError(f"{topic}-{partition} has no log here")
         name = future_dir_name(topic, partition, uuid.uuid4().hex)
         try:
-            future = PartitionLog(log_dir.path / name, self.config_for(topic), self._clock,
+            future = PartitionLog(log_dir.path / name, self._future_config(topic), self._clock,
                                   self._scheduler, clean_shutdown=True)  # fmt: skip
             fsync_directory(log_dir.path)
         except OSError as exc:
@@ -329,6 +358,8 @@ class LogManager:
             except OSError:
                 doomed.rename(current)
                 raise
+            source.hand_over_flushes(future)
+            future.config = source.config
             source.close_for_deletion()
             future.on_flushed = source.on_flushed
             future.producer_state_source = source.producer_state_source
@@ -340,9 +371,11 @@ class LogManager:
         return future, (doomed, old_dir)
 
     def complete_move(self, partition_log: PartitionLog, old: Detached) -> None:
-        """After `replace_current_with_future`, off the loop: the renames made durable, a
-        producer snapshot written in the new directory, the old files deleted and the
-        checkpoints written with the partition in its new directory."""
+        """After `replace_current_with_future`, off the loop: the log flushed (those waiting
+        for a sync of the old one are answered), the renames made durable, a producer snapshot
+        written in the new directory, the old files deleted and the checkpoints written with
+        the partition in its new directory."""
+        partition_log.flush()
         fsync_directory(partition_log.directory.parent)
         if old[1] is not None:
             fsync_directory(old[1].path)
@@ -547,8 +580,11 @@ class LogManager:
         with self._lock:
             self._closed = True
             futures, self._futures = list(self._futures.values()), {}
-        for moving in futures:  # the next start discards them (`settle_interrupted_moves`)
-            moving.discard()
+        for moving in futures:  # the next start resumes them (`settle_interrupted_moves`)
+            try:
+                moving.log.close()
+            except (LogDirectoryError, OSError) as exc:  # the next start recovers it
+                log.warning("%s did not close cleanly: %s", moving.log.directory, exc)
         unclean: set[int] = set()
         for tp, partition_log in logs:
             try:

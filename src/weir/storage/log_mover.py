@@ -21,7 +21,6 @@ until it replaces the current one; the current log guards itself.
 from __future__ import annotations
 
 import logging
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -163,21 +162,24 @@ class FutureLog:
         self.log.close_for_deletion()
 
 
-def settle_interrupted_moves(log_dirs: list[LogDirectory]) -> None:
-    """At start-up, before any log is loaded: what a move cut short by a crash left behind.
+def settle_interrupted_moves(log_dirs: list[LogDirectory]) -> list[Path]:
+    """At start-up, before any log is loaded: what a move cut short by a crash or a stop left
+    behind. Returns the future logs to resume.
 
     A future log whose partition is still in a directory of its own (the move had not reached
-    its swap) is deleted: the current log is intact and the copy may be partial. A future log
-    whose partition is in no directory any more was cut short between the swap's two renames
-    (the current log renamed to be deleted, the future one not yet renamed into place): the
-    copy was complete, so it becomes the partition's log. If a directory cannot be read, the
-    future logs are left as they are (the partition may be in that directory)."""
+    its swap) is returned: the current log is intact, and the copy goes on from where it
+    stands (its owner loads it, recovering a torn tail). A future log whose partition is in no
+    directory any more was cut short between the swap's two renames (the current log renamed
+    to be deleted, the future one not yet renamed into place): the copy was complete, so it
+    becomes the partition's log. If a directory cannot be read, the future logs are left as
+    they are (the partition may be in that directory) and none is resumed."""
     found: dict[Path, list[Path]] = {}
+    resumable: list[Path] = []
     for log_dir in log_dirs:
         try:
             found[log_dir.path] = [p for p in log_dir.path.iterdir() if p.is_dir()]
         except OSError:
-            return
+            return resumable
     live = {tp for entries in found.values() for p in entries
             if (tp := parse_partition_dir(p.name)) is not None}  # fmt: skip
     for entries in found.values():
@@ -186,10 +188,10 @@ def settle_interrupted_moves(log_dirs: list[LogDirectory]) -> None:
             if tp is None:
                 continue
             if tp in live:
-                log.info("discarding %s: the move of %s-%d did not finish", path, *tp)
-                shutil.rmtree(path, ignore_errors=True)
+                resumable.append(path)
             else:
                 log.warning("%s-%d: completing its move into %s", *tp, path.parent)
                 path.rename(path.with_name(partition_dir_name(*tp)))
                 live.add(tp)
                 fsync_directory(path.parent)
+    return resumable

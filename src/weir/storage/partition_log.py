@@ -687,6 +687,18 @@ class PartitionLog:
 
     # ---- moving between log directories -------------------------------------------------------
 
+    def hand_over_flushes(self, successor: PartitionLog) -> None:
+        """`successor` holds the same records and replaces this log (a move between log
+        directories): the syncs asked for here (`flush.messages`) are asked of it, and those
+        waiting for them wait for its next flush."""
+        with self._lock:
+            waiting, self._flushes.waiters = self._flushes.waiters, []
+            wanted = self._flushes.sync_wanted_to
+        with successor._lock:
+            flushes = successor._flushes
+            flushes.sync_wanted_to = max(flushes.sync_wanted_to, wanted)
+            flushes.waiters.extend(waiting)
+
     def rename_dir(self, directory: Path) -> None:
         """Rename the partition directory to `directory` (in the same file system or another
         directory of it) with the log open: segments, indexes, snapshots and the epoch

@@ -96,7 +96,7 @@ def test_a_moved_log_reads_back_the_same_from_its_new_directory(
     again.close()
 
 
-def test_a_partial_future_log_is_discarded_at_the_next_start(
+def test_a_partial_future_log_is_resumed_at_the_next_start(
     dirs: list[Path], clock: FakeClock
 ) -> None:
     mgr = manager(dirs, clock)
@@ -104,16 +104,43 @@ def test_a_partial_future_log_is_discarded_at_the_next_start(
     fill(source, 0, 40)
     before = all_values(source)
     moving = mgr.create_future_log(TOPIC, 0, mgr.dirs[the_other(mgr, source)])
-    assert not moving.copy_step(500).caught_up
-    future_dir = moving.log.directory
-    assert any(future_dir.glob("*.log"))
+    for _ in range(3):
+        assert not moving.copy_step(300).caught_up
+    future_dir, copied = moving.log.directory, moving.log.log_end_offset
+    with (future_dir / f"{moving.log.segments[-1].base_offset:020d}.log").open("ab") as torn:
+        torn.write(b"\x00\x00\x00\x00\x00\x00\x00\x50half a batch")
     # a crash: nothing closed, nothing checkpointed since the copy began
 
     again = manager(dirs, clock)
-    assert not future_dir.exists()
     reloaded = again.get(TOPIC, 0)
     assert reloaded is not None and reloaded.directory == source.directory
-    assert all_values(reloaded) == before
+    assert all_values(reloaded) == before, "the current log is intact"
+    resumed = again.future_of(TOPIC, 0)
+    assert resumed is not None and resumed.log.directory == future_dir
+    assert 0 < resumed.log.log_end_offset <= copied, "the torn tail was cut"
+    copy_until_caught_up(resumed)
+    moved, old = again.replace_current_with_future(TOPIC, 0)
+    again.complete_move(moved, old)
+    assert all_values(moved) == before
+    again.close()
+
+
+def test_a_future_log_closed_with_its_broker_is_resumed_where_it_stood(
+    dirs: list[Path], clock: FakeClock
+) -> None:
+    mgr = manager(dirs, clock)
+    source = mgr.get_or_create(TOPIC, 0)
+    fill(source, 0, 40)
+    moving = mgr.create_future_log(TOPIC, 0, mgr.dirs[the_other(mgr, source)])
+    moving.copy_step(300)
+    copied = moving.log.log_end_offset
+    mgr.close()
+    again = manager(dirs, clock)
+    resumed = again.future_of(TOPIC, 0)
+    assert resumed is not None and resumed.log.log_end_offset == copied
+    assert [m.tp for m in again.futures()] == [(TOPIC, 0)]
+    again.delete(TOPIC, 0)
+    assert not resumed.log.directory.exists()
     again.close()
 
 
@@ -212,4 +239,24 @@ def test_a_log_with_every_record_deleted_moves_as_an_empty_log_at_its_end(
     assert (moved.log_start_offset, moved.log_end_offset, moved.high_watermark) == (40, 40, 40)
     fill(moved, 20, 1)
     assert all_values(moved, 40) == [(40, b"record-0020"), (41, b"second-0020")]
+    mgr.close()
+
+
+def test_a_sync_waited_for_on_the_old_log_is_answered_by_the_new_one(
+    dirs: list[Path], clock: FakeClock
+) -> None:
+    config = LogConfig(segment_bytes=600, flush_messages=1)
+    mgr = LogManager(dirs, config, clock, FakeScheduler(clock), topic_configs={TOPIC: config})
+    source = mgr.get_or_create(TOPIC, 0)
+    fill(source, 0, 10)
+    moving = mgr.create_future_log(TOPIC, 0, mgr.dirs[the_other(mgr, source)])
+    copy_until_caught_up(moving)
+    source.append(batch([b"acks-all"]), leader_epoch=0, defer_sync=True)  # its flush waits
+    answers: list[bool] = []
+    source.when_flushed(21, answers.append)
+    assert source.awaits_sync(21) and answers == []
+    moved, old = mgr.replace_current_with_future(TOPIC, 0)
+    assert moved.awaits_sync(21), "a produce acknowledged after the swap still waits"
+    mgr.complete_move(moved, old)
+    assert answers == [True] and moved.recovery_point == 21
     mgr.close()
