@@ -17,7 +17,19 @@ import pytest
 from broker_process import BrokerProcess, require_tool
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.alter_replica_log_dirs.v2.request import (
+    AlterReplicaLogDir,
+    AlterReplicaLogDirsRequest,
+    AlterReplicaLogDirTopic,
+)
+from kio.schema.errors import ErrorCode
+from kio.schema.types import TopicName
+from kio.static.primitive import i32
 from test_security_clients import MESSAGES, ROUND_TRIPS, Security
+
+from weir.cli.broker_socket import BrokerConnection
+from weir.protocol.apis import ApiKey
+from weir.protocol.client_settings import ClientSecurity
 
 with warnings.catch_warnings():
     # kafka-python reads its protocol schemas with importlib.resources.read_text, deprecated
@@ -208,6 +220,31 @@ def test_acls_survive_a_restart(broker: BrokerProcess) -> None:
     ]  # fmt: skip
     assert produce(broker, "alice", "acl-after-restart") == []
     assert produce(broker, "bob", "acl-after-restart") == [KafkaError.TOPIC_AUTHORIZATION_FAILED]
+
+
+def test_moving_a_replica_between_log_dirs_needs_alter_on_the_cluster(
+    broker: BrokerProcess,
+) -> None:
+    log_dir = str(broker.data_dir.absolute())
+    move = ("log-dirs", "move", "--broker", "0", "--topic", "acl-visible", "--partition", "0",
+            "--dir", log_dir)  # fmt: skip
+    refused = weir(broker, "bob", *move)  # its DescribeLogDirs first: DESCRIBE on the cluster
+    assert refused.returncode == 1, refused.stderr
+    assert "broker 0: CLUSTER_AUTHORIZATION_FAILED" in refused.stderr
+    topic = AlterReplicaLogDirTopic(name=TopicName("acl-visible"), partitions=(i32(0),))
+    request = AlterReplicaLogDirsRequest(dirs=(AlterReplicaLogDir(path=log_dir, topics=(topic,)),))
+    answers = {}
+    for user in ("bob", "admin"):
+        with BrokerConnection("127.0.0.1", broker.listeners["SASL_PLAINTEXT"],
+                              ClientSecurity.of(sasl(user)), timeout=TIMEOUT,
+                              client_id="acl-test") as conn:  # fmt: skip
+            response = conn.call(ApiKey.ALTER_REPLICA_LOG_DIRS, 2, request)
+        answers[user] = [p.error_code for t in response.results for p in t.partitions]
+    assert answers == {"bob": [ErrorCode.cluster_authorization_failed],
+                       "admin": [ErrorCode.none]}  # already there: nothing to do  # fmt: skip
+    allowed = weir(broker, "admin", *move)
+    assert allowed.returncode == 0, allowed.stderr
+    assert "Successfully started log directory move for: acl-visible-0-0" in allowed.stdout
 
 
 # ---- helpers --------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from weir.broker.config import BrokerConfig
 from weir.broker.dynamic_config import DynamicBrokerConfig
 from weir.broker.fetch_sessions import FetchSessionCache
 from weir.broker.group.coordinator import GroupCoordinator
+from weir.broker.log_dir_mover import LogDirMovers
 from weir.broker.replica_manager import ReplicaManager
 from weir.broker.request_log import RequestLog
 from weir.broker.security.credentials import CredentialStore
@@ -72,6 +73,8 @@ class BrokerContext:
     quotas: ClientQuotas | None = None
     #: the incremental fetch sessions of consumers and followers (KIP-227)
     fetch_sessions: FetchSessionCache = field(default_factory=FetchSessionCache)
+    #: moves of replicas between this broker's log directories (AlterReplicaLogDirs)
+    log_dir_movers: LogDirMovers | None = None
 
     def authorized(self, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
         """Whether the client of the request being served may do `operation` on the

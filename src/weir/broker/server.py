@@ -53,6 +53,7 @@ from weir.broker.fetch_sessions import FetchSessionCache
 from weir.broker.group.coordinator import GroupConfig, GroupCoordinator
 from weir.broker.group.store import OFFSETS_TOPIC, GroupStore
 from weir.broker.handlers import HANDLERS, api_versions
+from weir.broker.log_dir_mover import LogDirMovers
 from weir.broker.meta_properties import check_and_write as check_meta_properties
 from weir.broker.quota_rate import QuotaWindow
 from weir.broker.replica_manager import ReplicaManager
@@ -174,6 +175,12 @@ class Broker:
             config.node_id, replication_window
         )
         self._reconfigure_replication(self.config)
+        self.context.log_dir_movers = LogDirMovers(
+            self.context.replicas,
+            self.clock,
+            self.config.replica_alter_log_dirs_io_max_bytes_per_second,
+        )
+        self.dynamic_config.add_reconfigurable(self.context.log_dir_movers.reconfigure)
 
     def _reconfigure(self, config: BrokerConfig) -> None:
         """Take up a new effective config: the dynamic broker configs changed."""
@@ -360,6 +367,8 @@ class Broker:
         loop = asyncio.get_running_loop()
         for tick in (self._tick_groups, self._tick_transactions):
             self._connections.add(loop.create_task(tick()))
+        if self.context.log_dir_movers is not None:
+            self.context.log_dir_movers.resume()
         await asyncio.gather(*(self._accept(endpoint) for endpoint in self._endpoints))
 
     async def _accept(self, endpoint: Endpoint) -> None:
@@ -452,6 +461,8 @@ class Broker:
             await asyncio.get_running_loop().run_in_executor(None, self.cluster.close)
         if self.context.authorizer is not None:
             await asyncio.get_running_loop().run_in_executor(None, self.context.authorizer.close)
+        if self.context.log_dir_movers is not None:
+            await self.context.log_dir_movers.close()
         self.context.replicas.log_manager.close()
         self._scheduler.shutdown()
 

@@ -18,7 +18,8 @@ Changing a topic's replication factor is a reassignment to more or fewer replica
 
 The files are Kafka's: `{"version": 1, "topics": [{"topic": "t"}]}` and `{"version": 1,
 "partitions": [{"topic": "t", "partition": 0, "replicas": [1, 2], "log_dirs": ["any", "any"]}]}`
-(`log_dirs` other than "any" is refused: moves between a broker's directories are not served).
+(a `log_dirs` entry other than "any" moves that replica to that log directory of its broker,
+with `--replica-alter-log-dirs-throttle` as its copy rate: `weir.cli.logdirs`).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from kio.schema.metadata.v1.request import MetadataRequest
 from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i8, i32, i32Timedelta
 
+from weir.cli import logdirs
 from weir.cli.broker_socket import BrokerConnection, BrokerConnectionError, connect_any
 from weir.cli.clients import ADMIN_TIMEOUT, add_bootstrap, add_client_settings, security_settings
 from weir.cli.reassign_throttle import (
@@ -274,9 +276,6 @@ def read_plan(path: Path) -> dict[TopicPartition, tuple[int, ...]]:
         if dirs is not None and (not isinstance(dirs, list) or len(dirs) != len(replicas)):
             raise SystemExit(f"weir: {path}: {tp[0]}-{tp[1]}: log_dirs must list one entry "
                              "per replica")  # fmt: skip
-        if dirs is not None and any(d != "any" for d in dirs):
-            raise SystemExit(f"weir: {path}: {tp[0]}-{tp[1]}: moving replicas between log "
-                             "directories is not supported; give \"any\"")  # fmt: skip
         if tp in plan:
             raise SystemExit(f"weir: {path} lists {tp[0]}-{tp[1]} twice")
         plan[tp] = replicas
@@ -342,7 +341,13 @@ def run_execute(args: argparse.Namespace) -> int:
     check_rate("--throttle", args.throttle)
     check_rate("--replica-alter-log-dirs-throttle", args.replica_alter_log_dirs_throttle)
     plan = read_plan(args.reassignment_json_file)
+    dir_moves = logdirs.read_log_dir_moves(
+        _read_json(args.reassignment_json_file)["partitions"], args.reassignment_json_file
+    )
     cluster = Cluster(args)
+    if dir_moves:  # before anything changes: every directory must be its broker's
+        logdirs.check_log_dirs(logdirs.broker_addresses(cluster.metadata), cluster.security,
+                               dir_moves)  # fmt: skip
     current = cluster.assignment()
     missing = [_name(tp) for tp in plan if tp not in current]
     if missing:
@@ -357,11 +362,15 @@ def run_execute(args: argparse.Namespace) -> int:
     print(plan_json({tp: current[tp] for tp in plan}))
     print()
     print("Save this to use as the --reassignment-json-file option during rollback")
-    if args.throttle is not None or args.replica_alter_log_dirs_throttle is not None:
-        _throttle(cluster, plan, current, moving, args)
+    if args.throttle is not None:
+        _throttle(cluster, plan, current, moving, args.throttle)
     started, failed = _report(cluster.alter(dict(plan)))
     if started:
         print(f"Successfully started partition reassignments for {','.join(started)}")
+    if dir_moves and not logdirs.execute_log_dir_moves(
+        cluster.bootstrap, cluster.security, dir_moves, args.replica_alter_log_dirs_throttle
+    ):
+        failed = True
     return 1 if failed else 0
 
 
@@ -370,22 +379,18 @@ def _throttle(
     plan: dict[TopicPartition, tuple[int, ...]],
     current: dict[TopicPartition, tuple[int, ...]],
     moving: dict[TopicPartition, tuple[list[int], list[int], list[int]]],
-    args: argparse.Namespace,
+    rate: int,
 ) -> None:
-    """Set the throttles before any move starts; a throttle not set stops the execution."""
+    """Set the replication throttle before any move starts; a throttle not set stops the
+    execution. (The log directories' throttle goes with their moves, `logdirs`.)"""
     origins = {tp: tuple(r for r in replicas if r not in moving.get(tp, ([], [], []))[1])
                for tp, replicas in current.items()}  # fmt: skip
-    throttle = throttle_plan(plan, origins)
-    errors = apply_throttle(cluster, throttle, args.throttle, args.replica_alter_log_dirs_throttle)
+    errors = apply_throttle(cluster, throttle_plan(plan, origins), rate, None)
     if errors:
         raise SystemExit("weir: throttle not set, no partition moved: " + "; ".join(errors))
     print("Warning: You must run --verify periodically, until the reassignment completes, to "
           "ensure the throttle is removed.")  # fmt: skip
-    if args.throttle is not None:
-        print(f"The inter-broker throttle limit was set to {args.throttle} B/s")
-    if args.replica_alter_log_dirs_throttle is not None:
-        print("The replica-alter-dir throttle limit was set to "
-              f"{args.replica_alter_log_dirs_throttle} B/s")  # fmt: skip
+    print(f"The inter-broker throttle limit was set to {rate} B/s")
 
 
 def _report(outcome: dict[TopicPartition, tuple[ErrorCode, str | None]]) -> tuple[list[str], bool]:

@@ -45,6 +45,7 @@ class ApiKey(enum.IntEnum):
     DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
+    ALTER_REPLICA_LOG_DIRS = 34
     DESCRIBE_LOG_DIRS = 35
     SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
@@ -104,6 +105,8 @@ ADVERTISED: Final = MappingProxyType(
         ApiKey.ALTER_CONFIGS: (0, 2),
         ApiKey.CREATE_PARTITIONS: (0, 3),
         ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
+        # v0 is gone from Kafka 4's schemas (and kio's)
+        ApiKey.ALTER_REPLICA_LOG_DIRS: (1, 2),
         ApiKey.DESCRIBE_LOG_DIRS: (1, 4),
         ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
         ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),

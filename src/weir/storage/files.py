@@ -8,6 +8,10 @@ A suffix after those marks a file in transit: `.cleaned` (compaction output, not
 `.swap` (committed compaction output replacing older segments), `.deleted` (waiting for removal),
 `.next` (an empty segment created ahead of a roll, named after the log end offset when it was
 made; the roll renames it to its real base offset).
+
+A partition directory in transit: `<topic>-<partition>.<unique id>-delete` (waiting for removal)
+and `<topic>-<partition>.<unique id>-future` (the copy a move between log directories fills,
+AlterReplicaLogDirs; see `log_mover.py`).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ SWAP_SUFFIX = ".swap"
 DELETED_SUFFIX = ".deleted"
 NEXT_SUFFIX = ".next"
 DELETE_DIR_SUFFIX = "-delete"
+FUTURE_DIR_SUFFIX = "-future"
 
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 #: present in a partition directory once a transactional batch was appended there; without
@@ -60,3 +65,15 @@ def parse_partition_dir(name: str) -> tuple[str, int] | None:
     if not sep or not topic or not number.isdigit():
         return None
     return topic, int(number)
+
+
+def future_dir_name(topic: str, partition: int, unique_id: str) -> str:
+    return f"{partition_dir_name(topic, partition)}.{unique_id}{FUTURE_DIR_SUFFIX}"
+
+
+def parse_future_dir(name: str) -> tuple[str, int] | None:
+    """(topic, partition) of a future log's directory name, or None if it is not one."""
+    if not name.endswith(FUTURE_DIR_SUFFIX):
+        return None
+    stem, dot, _ = name[: -len(FUTURE_DIR_SUFFIX)].rpartition(".")
+    return parse_partition_dir(stem) if dot else None

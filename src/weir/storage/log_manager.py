@@ -9,9 +9,17 @@ Each log directory (`log.dirs`; one is the usual case) is laid out as::
         replication-offset-checkpoint        per-partition high watermarks (replication)
         .weir-clean-shutdown                 present only between a clean close and the next open
 
-A new partition goes to the online directory holding the fewest. A directory whose load or
+A new partition goes to the online directory holding the fewest (or the one AlterReplicaLogDirs
+named for it before it existed). A directory whose load or
 writes fail goes offline alone (see `log_dir.py`): its partitions refuse appends and reads, the
 others carry on. A partition found in two directories stops the start.
+
+A replica moves to another directory (AlterReplicaLogDirs) through a future log,
+`<topic>-<partition>.<unique id>-future` in the target directory (`log_mover.py`), which
+`replace_current_with_future` swaps in: the current directory is renamed to be deleted, then the
+future one is renamed to `<topic>-<partition>`. A stop or crash before the first rename leaves
+the current log in place and the copy is resumed at the next start; a crash between the two
+completes the move then (`settle_interrupted_moves`).
 
 Background tasks on the injected scheduler: retention, compaction, time-based flush and the two
 checkpoints. On `close()` every log is flushed, checkpoints are written and the clean-shutdown
@@ -34,7 +42,7 @@ import shutil
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TypeVar
 
@@ -43,10 +51,17 @@ from weir.clock import Clock, Scheduler
 from weir.durable import fsync_directory
 from weir.storage.checkpoint import TopicPartition
 from weir.storage.cleaner import LogCleaner
-from weir.storage.config import LogConfig
+from weir.storage.config import NO_LIMIT, LogConfig
 from weir.storage.errors import LogDirectoryError, LogWriteError, StorageError
-from weir.storage.files import DELETE_DIR_SUFFIX, parse_partition_dir, partition_dir_name
+from weir.storage.files import (
+    DELETE_DIR_SUFFIX,
+    future_dir_name,
+    parse_future_dir,
+    parse_partition_dir,
+    partition_dir_name,
+)
 from weir.storage.log_dir import LogDirectory
+from weir.storage.log_mover import FutureLog, settle_interrupted_moves
 from weir.storage.partition_log import PartitionLog
 
 log = logging.getLogger(__name__)
@@ -98,6 +113,10 @@ class LogManager:
         self.dirs = [LogDirectory(path, clock) for path in paths]
         self._dir_of: dict[TopicPartition, LogDirectory] = {}
         self.offline_partitions: set[TopicPartition] = set()
+        #: the future logs of replicas moving to another directory (AlterReplicaLogDirs)
+        self._futures: dict[TopicPartition, FutureLog] = {}
+        #: the directory AlterReplicaLogDirs named for a partition not here yet
+        self._preferred: dict[TopicPartition, LogDirectory] = {}
         self.cleaner = LogCleaner(clock)
         self._load_all()
         self._schedule_tasks()
@@ -106,11 +125,17 @@ class LogManager:
 
     def _load_all(self) -> None:
         for log_dir in self.dirs:
+            with contextlib.suppress(OSError):
+                log_dir.path.mkdir(parents=True, exist_ok=True)
+        resumable = settle_interrupted_moves(self.dirs)
+        for log_dir in self.dirs:
             try:
                 log_dir.path.mkdir(parents=True, exist_ok=True)
                 self._load_dir(log_dir)
             except (OSError, LogDirectoryError) as exc:
                 self._fail_load(log_dir, exc)
+        for path in resumable:
+            self._resume_future(path)
         if not any(log_dir.online for log_dir in self.dirs):
             raise LogDirectoryError(f"no log directory could be loaded: {self.dirs}")
         self.checkpoint()
@@ -144,6 +169,32 @@ class LogManager:
                 clean_shutdown=clean,
             ))  # fmt: skip
         log_dir.clean_shutdown_marker.unlink(missing_ok=True)
+
+    def _resume_future(self, path: Path) -> None:
+        """Load a future log a stop or crash interrupted, to be filled on (`futures`); one
+        that cannot be (its partition or directory gone, a second one) is deleted."""
+        tp = parse_future_dir(path.name)
+        log_dir = next((d for d in self.dirs if d.path == path.parent), None)
+        source = self.logs.get(tp) if tp is not None else None
+        if tp is None or source is None or log_dir is None or not log_dir.online or (
+            tp in self._futures or self._dir_of.get(tp) is log_dir
+        ):
+            shutil.rmtree(path, ignore_errors=True)
+            return
+        try:
+            future = PartitionLog(path, self._future_config(tp[0]), self._clock, self._scheduler)
+        except (OSError, StorageError) as exc:
+            log.warning("%s: not resumed, deleted: %s", path, exc)
+            shutil.rmtree(path, ignore_errors=True)
+            return
+        log.info("%s-%d: resuming its move to %s from offset %d", *tp, log_dir.path,
+                 future.log_end_offset)  # fmt: skip
+        self._futures[tp] = FutureLog(tp, source, future, log_dir)
+
+    def _future_config(self, topic: str) -> LogConfig:
+        """No `flush.messages` syncs while a future log is filled: its copier flushes it once,
+        at the end."""
+        return replace(self.config_for(topic), flush_messages=NO_LIMIT)
 
     def _fail_load(self, log_dir: LogDirectory, exc: Exception) -> None:
         log_dir.take_offline(f"loading failed: {exc}")
@@ -200,7 +251,8 @@ class LogManager:
                 raise LogDirectoryError(f"{topic}-{partition} is in an offline log directory")
             if tp in self.logs:
                 return self.logs[tp]
-            log_dir = self._least_loaded_dir()
+            preferred = self._preferred.pop(tp, None)
+            log_dir = preferred if preferred and preferred.online else self._least_loaded_dir()
             directory = log_dir.path / partition_dir_name(topic, partition)
             try:
                 self.logs[tp] = self._owned(tp, PartitionLog(
@@ -232,6 +284,106 @@ class LogManager:
 
     def log_dir_of(self, topic: str, partition: int) -> LogDirectory | None:
         return self._dir_of.get((topic, partition))
+
+    def dir_named(self, path: str) -> LogDirectory | None:
+        """The log directory whose absolute path is `path` (as DescribeLogDirs names it)."""
+        return next((d for d in self.dirs if str(d.path.absolute()) == path), None)
+
+    # ---- moves between log directories (AlterReplicaLogDirs) ----------------------------------
+
+    def prefer_dir(self, topic: str, partition: int, log_dir: LogDirectory) -> None:
+        """Create the partition in `log_dir` if it is created here later."""
+        with self._lock:
+            self._preferred[(topic, partition)] = log_dir
+
+    def future_of(self, topic: str, partition: int) -> FutureLog | None:
+        return self._futures.get((topic, partition))
+
+    def futures(self) -> list[FutureLog]:
+        with self._lock:
+            return [] if self._closed else list(self._futures.values())
+
+    def create_future_log(self, topic: str, partition: int, log_dir: LogDirectory) -> FutureLog:
+        """An empty future log of the partition in `log_dir`, to be filled from its current
+        log (file creation: call it off the loop). StorageError if the partition has no log
+        here; LogDirectoryError if the directory fails."""
+        tp = (topic, partition)
+        source = self.logs.get(tp)
+        if source is None or self._closed:
+            raise StorageError(f"{topic}-{partition} has no log here")
+        name = future_dir_name(topic, partition, uuid.uuid4().hex)
+        try:
+            future = PartitionLog(log_dir.path / name, self._future_config(topic), self._clock,
+                                  self._scheduler, clean_shutdown=True)  # fmt: skip
+            fsync_directory(log_dir.path)
+        except OSError as exc:
+            shutil.rmtree(log_dir.path / name, ignore_errors=True)
+            raise LogDirectoryError(f"cannot create the future log {name}: {exc}") from exc
+        moving = FutureLog(tp, source, future, log_dir)
+        with self._lock:
+            self._futures[tp] = moving
+        return moving
+
+    def abort_future(self, topic: str, partition: int) -> list[Detached]:
+        """Stop a move: the future log closed and its directory renamed to be deleted (cheap
+        steps; `remove_detached` deletes the files)."""
+        with self._lock:
+            moving = self._futures.pop((topic, partition), None)
+        if moving is None:
+            return []
+        moving.discard()
+        try:
+            return [(_rename_for_deletion(moving.log.directory), moving.log_dir)]
+        except OSError as exc:
+            log.warning("%s: the future log's files stay: %s", moving.log.directory, exc)
+            return []
+
+    def replace_current_with_future(
+        self, topic: str, partition: int
+    ) -> tuple[PartitionLog, Detached]:
+        """The move's swap, with the current log's lock held (its appends wait): the last
+        bytes copied, the current directory renamed to be deleted (the commit), the future one
+        renamed into place, and the registry pointed at the future log, which is returned with
+        the old directory (`complete_move` deletes it off the loop). Cheap steps only: the
+        future log was flushed up to a recent offset by its copier."""
+        tp = (topic, partition)
+        moving = self._futures[tp]
+        source, future = moving.source, moving.log
+        with source.lock():
+            moving.finish()
+            current = source.directory
+            doomed = _rename_for_deletion(current)
+            try:
+                future.rename_dir(moving.log_dir.path / partition_dir_name(topic, partition))
+            except OSError:
+                doomed.rename(current)
+                raise
+            source.hand_over_flushes(future)
+            future.config = source.config
+            source.close_for_deletion()
+            future.on_flushed = source.on_flushed
+            future.producer_state_source = source.producer_state_source
+            with self._lock:
+                old_dir = self._dir_of.get(tp)
+                del self._futures[tp]
+                self.logs[tp] = self._owned(tp, future)
+                self._dir_of[tp] = moving.log_dir
+        return future, (doomed, old_dir)
+
+    def complete_move(self, partition_log: PartitionLog, old: Detached) -> None:
+        """After `replace_current_with_future`, off the loop: the log flushed (those waiting
+        for a sync of the old one are answered), the renames made durable, a producer snapshot
+        written in the new directory, the old files deleted and the checkpoints written with
+        the partition in its new directory."""
+        partition_log.flush()
+        fsync_directory(partition_log.directory.parent)
+        if old[1] is not None:
+            fsync_directory(old[1].path)
+        try:
+            partition_log.take_producer_snapshot()
+        except OSError as exc:  # the next start replays producer state from the log instead
+            log.warning("%s: no producer snapshot after the move: %s", partition_log.directory, exc)
+        self.remove_detached([old])
 
     def by_directory(self) -> list[tuple[LogDirectory, list[tuple[TopicPartition, PartitionLog]]]]:
         """Each log directory with the logs it holds, in `log.dirs` order (DescribeLogDirs)."""
@@ -282,18 +434,19 @@ class LogManager:
             self.checkpoint()
 
     def _detach(self, topic: str, partition: int) -> list[Detached]:
+        future = self.abort_future(topic, partition)
         with self._lock:
             partition_log = self.logs.pop((topic, partition), None)
             log_dir = self._dir_of.pop((topic, partition), None)
             self.offline_partitions.discard((topic, partition))
         if partition_log is None:
-            return self._stray_dirs(topic, partition)
+            return future + self._stray_dirs(topic, partition)
         try:
             partition_log.close_for_deletion()
-            return [(_rename_for_deletion(partition_log.directory), log_dir)]
+            return [*future, (_rename_for_deletion(partition_log.directory), log_dir)]
         except OSError as exc:
             log.warning("deleting %s-%d left files behind: %s", topic, partition, exc)
-            return []
+            return future
 
     def _stray_dirs(self, topic: str, partition: int) -> list[Detached]:
         """The directories a creation that failed midway could not remove (it had no
@@ -371,7 +524,11 @@ class LogManager:
     def _guarded(
         self, tp: TopicPartition, partition_log: PartitionLog, action: Callable[[PartitionLog], T]
     ) -> list[T]:
-        """[`action`'s result], or [] if it failed: a failing directory goes offline."""
+        """[`action`'s result], or [] if it failed: a failing directory goes offline. A log
+        no longer the partition's (deleted, or moved to another directory) is left alone: its
+        failures say nothing of the directory the partition is in now."""
+        if self.logs.get(tp) is not partition_log:
+            return []
         try:
             return [action(partition_log)]
         except LogDirectoryError as exc:
@@ -422,6 +579,12 @@ class LogManager:
         logs = list(self)
         with self._lock:
             self._closed = True
+            futures, self._futures = list(self._futures.values()), {}
+        for moving in futures:  # the next start resumes them (`settle_interrupted_moves`)
+            try:
+                moving.log.close()
+            except (LogDirectoryError, OSError) as exc:  # the next start recovers it
+                log.warning("%s did not close cleanly: %s", moving.log.directory, exc)
         unclean: set[int] = set()
         for tp, partition_log in logs:
             try:

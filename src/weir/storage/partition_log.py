@@ -685,6 +685,37 @@ class PartitionLog:
     def lock(self) -> threading.RLock:
         return self._lock
 
+    # ---- moving between log directories -------------------------------------------------------
+
+    def hand_over_flushes(self, successor: PartitionLog) -> None:
+        """`successor` holds the same records and replaces this log (a move between log
+        directories): the syncs asked for here (`flush.messages`) are asked of it, and those
+        waiting for them wait for its next flush."""
+        with self._lock:
+            waiting, self._flushes.waiters = self._flushes.waiters, []
+            wanted = self._flushes.sync_wanted_to
+        with successor._lock:
+            flushes = successor._flushes
+            flushes.sync_wanted_to = max(flushes.sync_wanted_to, wanted)
+            flushes.waiters.extend(waiting)
+
+    def rename_dir(self, directory: Path) -> None:
+        """Rename the partition directory to `directory` (in the same file system or another
+        directory of it) with the log open: segments, indexes, snapshots and the epoch
+        checkpoint follow. The spare segment is dropped first (the next roll makes one).
+        The parent directories are not synced here (its owner does it off the loop)."""
+        with self._lock:
+            self._spares.close()
+            self.directory.rename(directory)
+            self.directory = directory
+            for segment in self.segments:
+                segment.follow_directory(directory)
+            self.epoch_cache.path = directory / LEADER_EPOCH_CHECKPOINT
+            self._txn_files.follow_directory(directory)
+            self._spares = SpareSegment(
+                directory, self._clock, self._scheduler, self._lock, lambda: self.config
+            )
+
     # ---- lifecycle ----------------------------------------------------------------------------
 
     def close(self) -> None:

@@ -516,6 +516,14 @@ class LogSegment:
         self.txn_index.rename(txn_path)
         self.transit = transit
 
+    def follow_directory(self, directory: Path) -> None:
+        """Its partition directory was renamed to `directory` (a move between log
+        directories): its open files stay, their paths change."""
+        self.directory = directory
+        self.log_path = directory / self.log_path.name
+        for index in (self.offset_index, self.time_index, self.txn_index):
+            index.path = directory / index.path.name
+
     def pin(self) -> None:
         """Keep the log file open until `unpin`, even if the segment is closed or deleted
         meanwhile (the cleaner reads segments outside the log's lock). Under the log's lock."""

@@ -66,6 +66,11 @@ class TransactionFiles:
         self.source: ProducerStateSource | None = None
         self._problems = problems
 
+    def follow_directory(self, directory: Path) -> None:
+        """The partition directory was renamed (see `PartitionLog.rename_dir`)."""
+        self.name = directory.name
+        self.snapshots.directory = directory
+
     def check_at_load(
         self,
         segments: Sequence[LogSegment],

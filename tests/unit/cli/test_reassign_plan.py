@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from weir.cli.logdirs import read_log_dir_moves
 from weir.cli.reassign import DrainError, drain_plan, plan_json, read_plan
 from weir.cli.reassign_throttle import (
     BROKER,
@@ -63,7 +64,7 @@ def test_reassignment_files_round_trip_and_bad_ones_are_refused(tmp_path: Path) 
         ({"version": 1}, "lists no partitions"),
         ({"partitions": [{"topic": "t", "replicas": [1]}]}, "needs a topic, a partition"),
         ({"partitions": [{"topic": "t", "partition": 0, "replicas": [1],
-                          "log_dirs": ["/d"]}]}, "log directories is not supported"),
+                          "log_dirs": ["/d", "any"]}]}, "one entry per replica"),
         ({"partitions": [{"topic": "t", "partition": 0, "replicas": [1]}] * 2}, "twice"),
     ):  # fmt: skip
         path.write_text(json.dumps(bad))
@@ -127,3 +128,12 @@ def test_a_drain_hands_a_consistent_hash_topics_replicas_to_the_ring_without_the
     # (not every one: in the smaller ring, a later replica's walk can meet the replacement
     # broker before its own, and the ring would have placed the two the other way round)
     assert agree >= 0.8 * len(plan), "most moves land where the smaller ring puts them"
+def test_log_dirs_of_a_reassignment_file_name_moves_and_must_be_absolute(tmp_path: Path) -> None:
+    entries = [{"topic": "t", "partition": 0, "replicas": [1, 2], "log_dirs": ["any", "/b"]},
+               {"topic": "u", "partition": 3, "replicas": [2], "log_dirs": ["/data/c"]},
+               {"topic": "v", "partition": 1, "replicas": [1]}]  # fmt: skip
+    assert read_log_dir_moves(entries, tmp_path) == {("t", 0, 2): "/b", ("u", 3, 2): "/data/c"}
+    entries[1]["log_dirs"] = ["data/c"]
+    with pytest.raises(SystemExit, match="u-3: log directory 'data/c' of broker 2 is not an "
+                                         "absolute path"):  # fmt: skip
+        read_log_dir_moves(entries, tmp_path)
