@@ -641,6 +641,15 @@ class FaultCluster:
         document = json.loads(self._read(f"/brokers/topics/{topic}")[0])
         return [int(r) for r in document["partitions"][str(partition)]]
 
+    def moves(self, topic: str) -> dict[int, tuple[list[int], list[int]]]:
+        """The topic's partitions being moved: partition -> (replicas being added, being
+        removed), from the topic's assignment znode."""
+        document = json.loads(self._read(f"/brokers/topics/{topic}")[0])
+        adding = document.get("adding_replicas") or {}
+        removing = document.get("removing_replicas") or {}
+        return {int(p): (list(adding.get(p, [])), list(removing.get(p, [])))
+                for p in {*adding, *removing}}  # fmt: skip
+
     def isr_full(self, topic: str, partitions: int) -> bool:
         for p in range(partitions):
             state = self.partition_state(topic, p)
