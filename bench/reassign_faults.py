@@ -121,6 +121,9 @@ def print_report(report: dict[str, Any]) -> None:
         return
     moves = report["moves"]
     print(movekit.move_table(moves))
+    print("move s: execute until settled (complete, or cancelled back) with every ISR full; "
+          "after fault s: from the fault; leaderless s: seconds some partition had no running, "
+          "unpaused leader, summed over the rounds")  # fmt: skip
     print(f"not settled in time: {moves['not_settled']}; fatal producer errors: "
           f"{len(moves['fatal_producer_errors'])}; run {report['seconds']}s")  # fmt: skip
 

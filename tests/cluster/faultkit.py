@@ -1,7 +1,8 @@
 """Fault kit for replication: a real ZooKeeper and brokers each in a network namespace of its
 own, faults (kill -9, SIGSTOP, network partition), a write/read workload with real clients, and
 a Jepsen-style queue checker. Used by tests/cluster/test_replication_faults.py and
-bench/faults.py; it imports no pytest, so the bench can use it too.
+bench/faults.py (and by movekit.py for faults during partition moves); it imports no pytest, so
+the benches can use it too.
 
 Network: a bridge in the root namespace with the first address of a private /24 (10.77.X.1),
 and one namespace per broker joined to it by a veth pair (broker N at 10.77.X.(10+N), port 9092).
