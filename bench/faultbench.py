@@ -1,7 +1,7 @@
-"""What the fault benches (faults.py, txn_faults.py) share around their runs: the process set-up
-(logging, kill -USR1 for stacks, SIGTERM that still cleans up, the network-namespace check), the
-machine's description, the scratch directory kept when the checker found an anomaly, and the
-JSON report written to bench/results/<name>-<time>.json.
+"""What the fault benches (faults.py, txn_faults.py, reassign_faults.py) share around their
+runs: the process set-up (logging, kill -USR1 for stacks, SIGTERM that still cleans up, the
+network-namespace check), the machine's description, the scratch directory kept when the
+checker found an anomaly, and the JSON report written to bench/results/<name>-<time>.json.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Fault kit for replication: a real ZooKeeper and brokers each in a network namespace of its
 own, faults (kill -9, SIGSTOP, network partition), a write/read workload with real clients, and
 a Jepsen-style queue checker. Used by tests/cluster/test_replication_faults.py and
-bench/faults.py; it imports no pytest, so the bench can use it too.
+bench/faults.py (and by movekit.py for faults during partition moves); it imports no pytest, so
+the benches can use it too.
 
 Network: a bridge in the root namespace with the first address of a private /24 (10.77.X.1),
 and one namespace per broker joined to it by a veth pair (broker N at 10.77.X.(10+N), port 9092).
@@ -640,6 +641,15 @@ class FaultCluster:
     def replicas(self, topic: str, partition: int) -> list[int]:
         document = json.loads(self._read(f"/brokers/topics/{topic}")[0])
         return [int(r) for r in document["partitions"][str(partition)]]
+
+    def moves(self, topic: str) -> dict[int, tuple[list[int], list[int]]]:
+        """The topic's partitions being moved: partition -> (replicas being added, being
+        removed), from the topic's assignment znode."""
+        document = json.loads(self._read(f"/brokers/topics/{topic}")[0])
+        adding = document.get("adding_replicas") or {}
+        removing = document.get("removing_replicas") or {}
+        return {int(p): (list(adding.get(p, [])), list(removing.get(p, [])))
+                for p in {*adding, *removing}}  # fmt: skip
 
     def isr_full(self, topic: str, partitions: int) -> bool:
         for p in range(partitions):
