@@ -280,3 +280,19 @@ def next_value(consumer: Consumer) -> bytes | None:
             raise KafkaException(message.error())
         return message.value()
     raise AssertionError("no record within the timeout")
+
+
+def test_cluster_acls_are_added_listed_and_removed(broker: BrokerProcess) -> None:
+    """`--cluster` names Kafka's CLUSTER resource (librdkafka's BROKER type, 4)."""
+    pattern = "ResourcePattern(resourceType=CLUSTER, name=kafka-cluster, patternType=LITERAL)"
+    added = weir(broker, "admin", "acl", "add", "--allow-principal", "User:carol",
+                 "--operation", "Alter", "--cluster")  # fmt: skip
+    assert added.returncode == 0, added.stderr
+    assert pattern in added.stdout and "User:carol" in added.stdout, added.stdout
+    listed = weir(broker, "admin", "acl", "list", "--cluster")
+    assert listed.returncode == 0 and "User:carol" in listed.stdout, listed.stdout + listed.stderr
+    removed = weir(broker, "admin", "acl", "remove", "--allow-principal", "User:carol",
+                   "--operation", "Alter", "--cluster", "--force")  # fmt: skip
+    assert removed.returncode == 0, removed.stderr
+    listed = weir(broker, "admin", "acl", "list", "--cluster")
+    assert "User:carol" not in listed.stdout, listed.stdout

@@ -235,7 +235,7 @@ def _remove_filters(args: argparse.Namespace, principals: list[str]) -> list[Cli
     for (rtype, name), ops in _operations_by_resource(args).items():
         for entry in _entries(args, ops):
             filters.append(_client_filter(
-                ClientResourceType[rtype.name], name, kind, entry.principal, entry.host,
+                _client_type(rtype), name, kind, entry.principal, entry.host,
                 ClientOperation[entry.operation.name], ClientPermission[entry.permission.name],
             ))  # fmt: skip
     return filters
@@ -245,7 +245,7 @@ def _filters(args: argparse.Namespace, principals: Iterable[str | None]) -> list
     """Filters for the resources named (every resource when none), for each principal."""
     kind = _client_pattern(args.resource_pattern_type)
     named: list[tuple[ClientResourceType, str | None]] = [
-        (ClientResourceType[rtype.name], name) for rtype, name in _resources(args)
+        (_client_type(rtype), name) for rtype, name in _resources(args)
     ] or [(ClientResourceType.ANY, None)]
     if not _resources(args) and args.resource_pattern_type.upper() == "LITERAL":
         kind = ResourcePatternType.ANY  # listing everything: every pattern type
@@ -283,6 +283,19 @@ def _client_pattern(text: str) -> ResourcePatternType:
         raise AclError(f"unknown resource pattern type {text!r}") from None
 
 
+def _client_type(resource_type: ResourceType) -> ClientResourceType:
+    """The client's name for a resource type: librdkafka calls Kafka's CLUSTER (4) BROKER."""
+    if resource_type is ResourceType.CLUSTER:
+        return ClientResourceType.BROKER
+    return ClientResourceType[resource_type.name]
+
+
+def _weir_type(resource_type: ClientResourceType) -> ResourceType:
+    if resource_type is ClientResourceType.BROKER:
+        return ResourceType.CLUSTER
+    return ResourceType[resource_type.name]
+
+
 def _client_filter(*fields: Any) -> ClientFilter:
     """A client filter: None stands for any name, principal or host (librdkafka's NULL)."""
     return ClientFilter(*fields)
@@ -291,7 +304,7 @@ def _client_filter(*fields: Any) -> ClientFilter:
 def _to_client(binding: AclBinding) -> ClientBinding:
     pattern, entry = binding.pattern, binding.entry
     return ClientBinding(
-        ClientResourceType[pattern.resource_type.name], pattern.name,
+        _client_type(pattern.resource_type), pattern.name,
         ResourcePatternType[pattern.pattern_type.name], entry.principal, entry.host,
         ClientOperation[entry.operation.name], ClientPermission[entry.permission.name],
     )  # fmt: skip
@@ -300,7 +313,7 @@ def _to_client(binding: AclBinding) -> ClientBinding:
 def _from_client(binding: Any) -> AclBinding:
     return AclBinding(
         ResourcePattern(
-            ResourceType[binding.restype.name], binding.name,
+            _weir_type(binding.restype), binding.name,
             PatternType[binding.resource_pattern_type.name],
         ),
         AccessControlEntry(
@@ -315,7 +328,7 @@ def _print_current(admin: AdminClient, patterns: Iterable[ResourcePattern]) -> i
     try:
         for pattern in patterns:
             acl_filter = _client_filter(
-                ClientResourceType[pattern.resource_type.name], pattern.name,
+                _client_type(pattern.resource_type), pattern.name,
                 ResourcePatternType[pattern.pattern_type.name], None, None,
                 ClientOperation.ANY, ClientPermission.ANY,
             )  # fmt: skip
