@@ -88,6 +88,7 @@ CLIENT_COMMANDS = [
     ("topic", "create", "t"),
     ("group", "list"),
     ("group", "describe", "g"),
+    ("group", "lag", "g"),
     ("acl", "list"),
     ("user", "list"),
     ("txn", "list"),

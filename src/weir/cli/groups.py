@@ -1,8 +1,17 @@
-"""`weir group list|describe|reset-offsets|delete`, as kafka-consumer-groups.sh does them.
+"""`weir group list|describe|lag|reset-offsets|delete`, as kafka-consumer-groups.sh does them.
 
 describe shows each partition's committed offset, log end offset and lag with the member that
 owns it; reset-offsets prints the plan and changes nothing unless `--execute` is given (the
 group must have no active members, as Kafka requires).
+
+lag watches the groups' committed offsets and log end offsets for a while (`--samples` looks,
+`--interval` apart; `--watch` goes on, a table per look) and gives each partition and group
+Burrow's status from the trend (`weir.cluster.consumer_lag`): OK, WARNING (the lag grows at
+every look though the consumer moves), STALL (committed offset still while lag remains), STOP
+(no commit for longer than the window spans), REWIND (the offset went back); a group is ERROR
+when a partition is STOP, STALL or REWIND. Looking from outside, a commit of an unchanged offset
+cannot be told from no commit, so such a consumer shows STOP where Burrow, which reads every
+commit, says STALL: both are ERROR.
 """
 
 from __future__ import annotations
@@ -10,6 +19,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import sys
+import time
 from typing import Any
 
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException
@@ -25,6 +35,13 @@ from weir.cli.clients import (
     client_config,
 )
 from weir.cli.table import print_table
+from weir.cluster.consumer_lag import (
+    GroupStatus,
+    LagWindow,
+    Observation,
+    PartitionStatus,
+    group_status,
+)
 
 NO_OFFSET = -1001
 DESCRIBE_COLUMNS = ("TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
@@ -39,6 +56,18 @@ def register(commands: Any) -> None:
     describe = sub.add_parser("describe", help="committed offset, lag and owner of each partition")
     describe.add_argument("group")
     describe.set_defaults(run=run_describe)
+    lag = sub.add_parser("lag", help="lag and its status (OK, WARNING, STALL, STOP, REWIND) "
+                                     "from its trend over a few looks")
+    lag.add_argument("groups", nargs="*", metavar="GROUP", help="default: every group")
+    lag.add_argument("--interval", type=float, default=2.0, metavar="SECONDS",
+                     help="between two looks (default 2)")
+    lag.add_argument("--samples", type=int, default=5, metavar="N",
+                     help="looks before the status is printed (default 5)")
+    lag.add_argument("--watch", action="store_true",
+                     help="keep looking and print a table every interval (Ctrl-C ends)")
+    lag.add_argument("--count", type=int, default=0, metavar="N",
+                     help="with --watch: stop after N tables (default: never)")
+    lag.set_defaults(run=run_lag)
     delete = sub.add_parser("delete", help="delete an empty group and its committed offsets")
     delete.add_argument("group")
     delete.set_defaults(run=run_delete)
@@ -53,7 +82,7 @@ def register(commands: Any) -> None:
     target.add_argument("--shift-by", type=int)
     reset.add_argument("--execute", action="store_true", help="apply the plan")
     reset.set_defaults(run=run_reset)
-    for parser in (listing, describe, delete, reset):
+    for parser in (listing, describe, lag, delete, reset):
         add_bootstrap(parser)
         add_client_settings(parser)
 
@@ -107,6 +136,82 @@ def _end_offsets(
                 for t, p in partitions}  # fmt: skip
     finally:
         consumer.close()
+
+
+LAG_COLUMNS = ("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
+               "STATUS")  # fmt: skip
+
+
+def run_lag(args: argparse.Namespace) -> int:
+    """Exit status 0 when every group is OK, 1 when one is not."""
+    if args.samples < 1 or args.interval <= 0:
+        raise SystemExit("weir: --samples must be at least 1 and --interval above 0")
+    admin = admin_client(args)
+    groups = args.groups or sorted(
+        g.group_id for g in admin.list_consumer_groups(request_timeout=ADMIN_TIMEOUT).result().valid
+    )
+    windows: dict[tuple[str, str, int], LagWindow] = {}
+    consumer = Consumer(client_config(args, **{"group.id": "weir-group-tool"}))
+    worst = GroupStatus.OK
+    try:
+        looks = 0
+        while True:
+            latest = _look(admin, consumer, groups, windows)
+            looks += 1
+            if looks >= args.samples:
+                worst = _print_lag(latest, windows)
+                tables = looks - args.samples + 1
+                if not args.watch or (args.count and tables >= args.count):
+                    break
+            time.sleep(args.interval)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        consumer.close()
+    return 0 if worst is GroupStatus.OK else 1
+
+
+def _look(
+    admin: AdminClient, consumer: Consumer, groups: list[str],
+    windows: dict[tuple[str, str, int], LagWindow],
+) -> dict[tuple[str, str, int], tuple[int, int]]:
+    """One look at every group's partitions: (committed offset, log end offset) of each, and
+    an observation added to its window when the offset or the lag changed."""
+    now = int(time.monotonic() * 1000)
+    latest = {}
+    for group in groups:
+        for (topic, index), offset in _committed(admin, group).items():
+            end = consumer.get_watermark_offsets(KafkaTopicPartition(topic, index),
+                                                 timeout=ADMIN_TIMEOUT)[1]  # fmt: skip
+            key = (group, topic, index)
+            latest[key] = (offset, end)
+            window = windows.setdefault(key, LagWindow())
+            window.add(Observation(offset, max(0, end - offset), now), changes_only=True)
+    return latest
+
+
+def _print_lag(
+    latest: dict[tuple[str, str, int], tuple[int, int]],
+    windows: dict[tuple[str, str, int], LagWindow],
+) -> GroupStatus:
+    now = int(time.monotonic() * 1000)
+    rows = []
+    by_group: dict[str, list[tuple[PartitionStatus, int]]] = {}
+    for key in sorted(latest):
+        offset, end = latest[key]
+        status = windows[key].status(now)
+        by_group.setdefault(key[0], []).append((status, max(0, end - offset)))
+        rows.append((*key, offset, end, max(0, end - offset), status.value))
+    worst = GroupStatus.OK
+    for group, entries in sorted(by_group.items()):
+        verdict = group_status(s for s, _ in entries)
+        print(f"GROUP {group}  STATUS {verdict.value}  TOTAL-LAG {sum(lag for _, lag in entries)}")
+        if verdict is GroupStatus.ERROR or worst is GroupStatus.OK:
+            worst = verdict
+    print()
+    print_table(LAG_COLUMNS, rows)
+    print(flush=True)
+    return worst
 
 
 def run_delete(args: argparse.Namespace) -> int:
