@@ -36,8 +36,8 @@ def log_bytes(directory: Path) -> int:
 
 
 def steady_rate(samples: list[tuple[float, int]], total: int) -> float:
-    """Bytes a second between a third and nine tenths of the copy: past the first burst a
-    rate measured over ten windows lets through, before the last fetches' catching up."""
+    """Bytes a second between a third and nine tenths of the copy: past its start (the first
+    fetches are not held yet) and before the last fetches' catching up."""
     start = next(s for s in samples if s[1] >= total / 3)
     end = next(s for s in samples if s[1] >= total * 0.9)
     return (end[1] - start[1]) / (end[0] - start[0])

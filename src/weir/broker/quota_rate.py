@@ -5,9 +5,10 @@
 sample, which is replaced by the next once it is a window old; samples older than all the
 windows together are reset before the rate is measured. The rate is the sum of the samples
 over the time they cover, counted as at least `quota.window.num - 1` full windows (so a client's
-first burst is not measured as a huge rate). A client whose rate exceeds its bound is throttled
-for as long as it would take, at the bound, to bring the rate back to it:
-`(rate - bound) / bound * window`.
+first burst is not measured as a huge rate; a replication throttle counts at least one, so a
+move starts at its rate instead of with ten windows' worth at once). A client whose rate
+exceeds its bound is throttled for as long as it would take, at the bound, to bring the rate
+back to it: `(rate - bound) / bound * window`.
 
 Pure arithmetic on millisecond timestamps passed in; not thread-safe (the event loop owns it).
 """
@@ -24,6 +25,13 @@ class QuotaWindow:
 
     samples: int = 11
     size_ms: int = 1000
+    #: the fewest full windows a rate is taken over (None: `samples - 1`, Kafka's, which lets a
+    #: first burst of that many windows' worth through)
+    min_windows: int | None = None
+
+    @property
+    def least_windows(self) -> int:
+        return self.samples - 1 if self.min_windows is None else self.min_windows
 
     @property
     def span_ms(self) -> int:
@@ -80,8 +88,9 @@ class SampledRate:
         size = self.window.size_ms
         elapsed = now_ms - self._oldest(now_ms).start_ms
         full_windows = elapsed // size
-        if full_windows < self.window.samples - 1:
-            elapsed += (self.window.samples - 1 - full_windows) * size
+        least = self.window.least_windows
+        if full_windows < least:
+            elapsed += (least - full_windows) * size
         return max(elapsed, 1)
 
     def _current_sample(self, now_ms: int) -> _Sample:

@@ -11,13 +11,17 @@ The bound is checked before a partition is read, as Kafka does: while the measur
 above it, a throttled partition gets no records (the leader answers it empty; the follower
 leaves it out of its request); the bytes of throttled partitions that are sent count against
 it. The rate is measured as client quotas measure theirs (`quota_rate`), over
-`replication.quota.window.num` samples of `replication.quota.window.size.seconds`.
+`replication.quota.window.num` samples of `replication.quota.window.size.seconds`, but taken
+over at least one window rather than all but one: a move then copies at its rate from the start
+and through every window's expiry, instead of in bursts of ten windows' worth followed by ten
+seconds of nothing.
 
 Thread-safety (docs/threads.md): event-loop only.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 
 from weir.broker.quota_rate import QuotaWindow, SampledRate, throttle_time_ms
@@ -83,6 +87,7 @@ class ReplicationQuotas:
     """This broker's two bounds, kept to its effective config."""
 
     def __init__(self, node_id: int, window: QuotaWindow) -> None:
+        window = dataclasses.replace(window, min_windows=1)
         self.leader = ReplicationQuota(LEADER, node_id, window)
         self.follower = ReplicationQuota(FOLLOWER, node_id, window)
 

@@ -19,9 +19,9 @@ from weir.storage import LogConfig, LogManager, LogManagerConfig
 MOVING = 3  # the replica a reassignment adds, out of the ISR
 IN_SYNC = 1
 BOUND = 1000  # bytes a second
-#: less than the twenty batches a test writes, over the ten windows a first burst is taken over
+#: less than the twenty batches a test writes in a second
 SMALL_BOUND = 100
-WINDOW = QuotaWindow(samples=11, size_ms=1000)
+WINDOW = QuotaWindow(samples=11, size_ms=1000, min_windows=1)
 
 
 def throttled(**listed: tuple[str, ...]) -> LogConfig:
@@ -72,7 +72,7 @@ def test_no_bound_holds_nothing() -> None:
 def test_the_rate_holds_until_it_falls_back_within_the_bound() -> None:
     quota = ReplicationQuota(LEADER, 0, WINDOW, BOUND)
     assert not quota.holds(LISTED, 0, in_sync=False, now_ms=0)
-    quota.record(20 * BOUND, 0)  # twice what ten windows allow
+    quota.record(20 * BOUND, 0)  # twenty times what the one second it is measured over allows
     assert quota.holds(LISTED, 0, in_sync=False, now_ms=0)
     assert not quota.holds(LISTED, 0, in_sync=True, now_ms=0)
     assert quota.hold_ms(0) > 0
@@ -107,3 +107,16 @@ def test_a_partition_no_topic_lists_is_never_held(leader: Leader) -> None:
         _, _, batches = leader.fetch(MOVING, 0)
         assert len(batches) == 20
     assert leader.replicas.replication_quotas.leader.rate(0) == 0
+
+
+def test_a_steady_copy_is_held_to_the_bound_through_window_expiry() -> None:
+    """A copier reading 100-byte chunks whenever it is not held, for 30 s: about the bound
+    every second, never a burst of many windows' worth."""
+    quota = ReplicationQuota(LEADER, 0, WINDOW, BOUND)
+    sent_by_second = [0] * 30
+    for now in range(0, 30_000, 10):
+        while not quota.holds(LISTED, 0, in_sync=False, now_ms=now):
+            quota.record(100, now)
+            sent_by_second[now // 1000] += 100
+    assert max(sent_by_second) <= 2 * BOUND, sent_by_second
+    assert abs(sum(sent_by_second) / 30 - BOUND) <= 0.1 * BOUND, sent_by_second
