@@ -190,6 +190,10 @@ class BrokerConfig:
     num_replica_fetchers: int = 1
     num_recovery_threads_per_data_dir: int = 2
     background_threads: int = 10
+    #: Prometheus metrics at http://metrics.host:metrics.port/metrics (weir.broker.metrics);
+    #: 0: not served. The host defaults to the first listener's
+    metrics_port: int = 0
+    metrics_host: str | None = None
     #: listener name -> {setting: value}, from `listener.name.<listener>.<setting>`
     listener_overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
     log_defaults: LogConfig = field(default_factory=LogConfig)
