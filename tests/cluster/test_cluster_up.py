@@ -5,7 +5,9 @@ is named with the end of its log while the rest keep serving, and can be restart
 from __future__ import annotations
 
 import os
+import re
 import signal
+from pathlib import Path
 
 from cluster_processes import (
     READY,
@@ -119,3 +121,14 @@ def test_brokers_get_consecutive_ports_and_racks_in_turn(tmp_path):
         "--rack", "a",
     ]  # fmt: skip
     assert "--rack" not in plan_brokers(tmp_path, 1, [], 9092)[0].command("127.0.0.1:2181")
+
+
+def test_metrics_ports_follow_the_base_and_deploy_prometheus_yml_scrapes_them(tmp_path):
+    brokers = plan_brokers(tmp_path, 3, [], 9092, metrics_base_port=9308)
+    assert [b.command("127.0.0.1:2181")[-2:] for b in brokers] == [
+        ["--metrics-port", "9308"], ["--metrics-port", "9309"], ["--metrics-port", "9310"],
+    ]  # fmt: skip
+    assert "--metrics-port" not in plan_brokers(tmp_path, 1, [], 9092)[0].command("zk:2181")
+    deploy = Path(__file__).parents[2] / "deploy" / "prometheus.yml"
+    targets = re.findall(r'targets: \["([^"]+)"\]', deploy.read_text())
+    assert targets == [f"127.0.0.1:{b.metrics_port}" for b in brokers]
