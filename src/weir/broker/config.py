@@ -193,7 +193,7 @@ class BrokerConfig:
     #: Prometheus metrics at http://metrics.host:metrics.port/metrics (weir.broker.metrics);
     #: 0: not served. The host defaults to the first listener's
     metrics_port: int = 0
-    metrics_host: str | None = None
+    metrics_host: str = ""
     #: listener name -> {setting: value}, from `listener.name.<listener>.<setting>`
     listener_overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
     log_defaults: LogConfig = field(default_factory=LogConfig)
