@@ -8,8 +8,8 @@ confluent-kafka (acks=1, linger.ms 5) to a topic of `--partitions` partitions; `
 of runs, off and on interleaved so that drift on a shared machine hits both alike. Reports the
 median messages/s and broker CPU-seconds per million messages of each, and with that many
 partitions a scrape's duration, size and broker CPU (50 scrapes of the idle broker after each
-"on" run). Writes JSON to bench/results/metrics.json (or
---out) and prints it.
+"on" run), and the nanoseconds counting one produce request takes. Writes JSON to
+bench/results/metrics.json (or --out) and prints it.
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka.admin import AdminClient, NewTopic
+
+from weir.broker.metrics.stats import BrokerStats
 
 sys.path.insert(0, str(Path(__file__).parent))
 from broker import cpu_seconds, produce, start_broker
@@ -73,6 +75,18 @@ def scrape_cost(scraper: Scraper, broker_pid: int, count: int = 50) -> float:
     for _ in range(count):
         scraper.scrape()
     return round((cpu_seconds(broker_pid) - before) / count * 1000, 2)
+
+
+def counting_cost(partitions: int, repeat: int = 20_000) -> float:
+    """Nanoseconds the broker spends counting one produce request of `partitions` batches
+    (the request, its time, and bytes and messages in per batch), in this process."""
+    stats = BrokerStats()
+    started = time.perf_counter_ns()
+    for _ in range(repeat):
+        for _partition in range(partitions):
+            stats.appended(TOPIC, 16_384, 160)
+        stats.answered(0, 9, [], 1_500_000)
+    return round((time.perf_counter_ns() - started) / repeat)
 
 
 def free_port() -> int:
@@ -148,6 +162,10 @@ def main() -> int:
         "metrics_off": off,
         "metrics_on": on,
         "throughput_on_vs_off": round(on["msgs_per_s_median"] / off["msgs_per_s_median"], 3),
+        "counting_ns_per_produce_request": {
+            "1 partition": counting_cost(1), f"{args.partitions} partitions":
+            counting_cost(args.partitions),
+        },
         "broker_cpu_ms_per_scrape_median": statistics.median(
             r["broker_cpu_ms_per_scrape"] for r in runs["on"]
         ),

@@ -106,10 +106,13 @@ def test_prometheus_sees_produced_bytes_and_under_replication_of_a_killed_broker
     victim.kill()
     rose = wait_for(prometheus, UNDER_REPLICATED, PARTITIONS)  # every partition has a replica on it
     figure("kill -9 -> under-replicated partitions seen by prometheus", rose)
-    assert prometheus.value(f'up{{broker="{victim.node_id}"}}') == 0
+    wait_for(prometheus, f'up{{broker="{victim.node_id}"}}', 0)
 
     victim.start()
     fell = wait_for(prometheus, UNDER_REPLICATED, 0)
     figure("restart -> no under-replicated partitions seen by prometheus", fell)
-    assert prometheus.value("sum(kafka_server_replicamanager_isrexpands_total)") >= PARTITIONS
-    assert prometheus.value(f'up{{broker="{victim.node_id}"}}') == 1
+    expands = prometheus.value("sum(kafka_server_replicamanager_isrexpands_total)")
+    assert expands is not None and expands >= PARTITIONS  # the leaders took it back in
+    wait_for(prometheus, f'up{{broker="{victim.node_id}"}}', 1)
+    replicas = f'kafka_server_replicamanager_partitioncount{{broker="{victim.node_id}"}}'
+    wait_for(prometheus, replicas, PARTITIONS)  # its own endpoint, back with its replicas

@@ -13,18 +13,22 @@ from cluster_processes import (
     READY,
     READY_TIMEOUT,
     cluster_up,
+    free_port_range,
     processes_mentioning,
     wait_until_gone,
 )
 from confluent_kafka.admin import AdminClient
 from faultkit import poll
 
+from metrics_scrape import scrape, total
 from weir.cli.cluster import plan_brokers
 
 
 def test_three_brokers_in_three_racks(tmp_path, zookeeper_installation, weir_command):
     data_dir = tmp_path / "cluster"
-    command, zookeeper_port, base = cluster_up(weir_command, data_dir, 3, "--racks", "a,b,c")
+    metrics_base = free_port_range(3)
+    racks_and_metrics = ("--racks", "a,b,c", "--metrics-base-port", str(metrics_base))
+    command, zookeeper_port, base = cluster_up(weir_command, data_dir, 3, *racks_and_metrics)
     ready = command.wait_for_line(READY, READY_TIMEOUT)
     bootstrap = f"127.0.0.1:{base},127.0.0.1:{base + 1},127.0.0.1:{base + 2}"
     assert ready == f"{READY}{bootstrap} zookeeper 127.0.0.1:{zookeeper_port}"
@@ -36,6 +40,15 @@ def test_three_brokers_in_three_racks(tmp_path, zookeeper_installation, weir_com
     }
     nodes = admin.describe_cluster(request_timeout=10).result().nodes
     assert {node.id: node.rack for node in nodes} == {1: "a", 2: "b", 3: "c"}
+
+    def active_controllers() -> list[float]:
+        return sorted(
+            total(scrape(f"http://127.0.0.1:{metrics_base + i}/metrics"),
+                  "kafka_controller_kafkacontroller_activecontrollercount")
+            for i in range(3)
+        )  # fmt: skip
+
+    poll(lambda: active_controllers() == [0, 0, 1], 30, "one broker's metrics name it controller")
 
     command.process.send_signal(signal.SIGINT)
     assert command.wait(timeout=90) == 0

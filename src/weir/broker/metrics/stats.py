@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import bisect
 import enum
+import functools
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -122,6 +123,7 @@ class BrokerStats:
         self.connections[listener] -= 1
 
 
+@functools.cache
 def request_name(api_key: int) -> str:
     """Kafka's name of a request type, as its RequestMetrics label it: `ApiVersions`."""
     for keys in (ApiKey, InterBrokerApiKey):
