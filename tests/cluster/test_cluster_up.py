@@ -5,24 +5,30 @@ is named with the end of its log while the rest keep serving, and can be restart
 from __future__ import annotations
 
 import os
+import re
 import signal
+from pathlib import Path
 
 from cluster_processes import (
     READY,
     READY_TIMEOUT,
     cluster_up,
+    free_port_range,
     processes_mentioning,
     wait_until_gone,
 )
 from confluent_kafka.admin import AdminClient
 from faultkit import poll
 
+from metrics_scrape import scrape, total
 from weir.cli.cluster import plan_brokers
 
 
 def test_three_brokers_in_three_racks(tmp_path, zookeeper_installation, weir_command):
     data_dir = tmp_path / "cluster"
-    command, zookeeper_port, base = cluster_up(weir_command, data_dir, 3, "--racks", "a,b,c")
+    metrics_base = free_port_range(3)
+    racks_and_metrics = ("--racks", "a,b,c", "--metrics-base-port", str(metrics_base))
+    command, zookeeper_port, base = cluster_up(weir_command, data_dir, 3, *racks_and_metrics)
     ready = command.wait_for_line(READY, READY_TIMEOUT)
     bootstrap = f"127.0.0.1:{base},127.0.0.1:{base + 1},127.0.0.1:{base + 2}"
     assert ready == f"{READY}{bootstrap} zookeeper 127.0.0.1:{zookeeper_port}"
@@ -34,6 +40,15 @@ def test_three_brokers_in_three_racks(tmp_path, zookeeper_installation, weir_com
     }
     nodes = admin.describe_cluster(request_timeout=10).result().nodes
     assert {node.id: node.rack for node in nodes} == {1: "a", 2: "b", 3: "c"}
+
+    def active_controllers() -> list[float]:
+        return sorted(
+            total(scrape(f"http://127.0.0.1:{metrics_base + i}/metrics"),
+                  "kafka_controller_kafkacontroller_activecontrollercount")
+            for i in range(3)
+        )  # fmt: skip
+
+    poll(lambda: active_controllers() == [0, 0, 1], 30, "one broker's metrics name it controller")
 
     command.process.send_signal(signal.SIGINT)
     assert command.wait(timeout=90) == 0
@@ -119,3 +134,14 @@ def test_brokers_get_consecutive_ports_and_racks_in_turn(tmp_path):
         "--rack", "a",
     ]  # fmt: skip
     assert "--rack" not in plan_brokers(tmp_path, 1, [], 9092)[0].command("127.0.0.1:2181")
+
+
+def test_metrics_ports_follow_the_base_and_deploy_prometheus_yml_scrapes_them(tmp_path):
+    brokers = plan_brokers(tmp_path, 3, [], 9092, metrics_base_port=9308)
+    assert [b.command("127.0.0.1:2181")[-2:] for b in brokers] == [
+        ["--metrics-port", "9308"], ["--metrics-port", "9309"], ["--metrics-port", "9310"],
+    ]  # fmt: skip
+    assert "--metrics-port" not in plan_brokers(tmp_path, 1, [], 9092)[0].command("zk:2181")
+    deploy = Path(__file__).parents[2] / "deploy" / "prometheus.yml"
+    targets = re.findall(r'targets: \["([^"]+)"\]', deploy.read_text())
+    assert targets == [f"127.0.0.1:{b.metrics_port}" for b in brokers]

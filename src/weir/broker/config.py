@@ -194,6 +194,10 @@ class BrokerConfig:
     #: how long a session must have been idle before any new session may take its slot
     min_incremental_fetch_session_eviction_ms: int = 120_000
     background_threads: int = 10
+    #: Prometheus metrics at http://metrics.host:metrics.port/metrics (weir.broker.metrics);
+    #: 0: not served. The host defaults to the first listener's
+    metrics_port: int = 0
+    metrics_host: str = ""
     #: listener name -> {setting: value}, from `listener.name.<listener>.<setting>`
     listener_overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
     log_defaults: LogConfig = field(default_factory=LogConfig)

@@ -29,6 +29,7 @@ from kio.schema.errors import ErrorCode
 
 from weir.broker.delayed import wait_for_data, wait_replicated, wait_synced
 from weir.broker.log_validator import check_topic_rules, stored_form
+from weir.broker.metrics.stats import BrokerStats
 from weir.broker.partition import (
     FOLLOWER,
     OFFLINE,
@@ -108,6 +109,8 @@ class ReplicaManager:
         self.coordinators: dict[str, Coordinator] = {}
         #: the replication throttles (the broker keeps their bounds to its dynamic config)
         self.replication_quotas = ReplicationQuotas(node_id, QuotaWindow())
+        #: where bytes and messages in and out and ISR changes are counted; None: not counted
+        self.stats: BrokerStats | None = None
         self._clock = clock
         self._loop = _running_loop()
         self._min_free_bytes = min_free_bytes
@@ -418,7 +421,10 @@ class ReplicaManager:
                 refused = self._refuse(partition, f"cannot record transactions: {exc}")
                 return partition.refuse_in_sequence(header.fields(), refused)
         stored = stored_form(records, header, config)
-        return self._append_validated(partition, stored, defer_sync=acks != 1)
+        result = self._append_validated(partition, stored, defer_sync=acks != 1)
+        if self.stats is not None and result.error is ErrorCode.none:
+            self.stats.appended(topic, len(records), header.records_count)
+        return result
 
     def append_marker(self, topic: str, index: int, batch: bytes, commit: bool) -> AppendResult:
         """Append a COMMIT or ABORT control batch (built by the broker, so not validated as a
@@ -542,7 +548,10 @@ class ReplicaManager:
         self, partition: Partition, isr: frozenset[int] | None, partition_epoch: int
     ) -> None:
         """The controller's answer to a proposal: the ISR it now has (None: refused)."""
+        before = partition.isr_size
         partition.isr_answered(isr, partition_epoch)
+        if self.stats is not None:
+            self.stats.isr_changed(before, partition.isr_size)
 
     # ---- fetch --------------------------------------------------------------------------------
 
@@ -573,6 +582,9 @@ class ReplicaManager:
             if available >= min_bytes or errors or remaining <= 0 or not requests:
                 if replica_id >= 0 and self.replication_quotas.leader.enabled:
                     self._record_throttled(results, replica_id)
+                if self.stats is not None:
+                    sizes = [(r.topic, r.data.size) for r in results if r.data is not None]
+                    self.stats.fetched(sizes, by_follower=replica_id >= 0)
                 return results
             release(results)
             watched = [p for r in requests if (p := self.get(r.topic, r.partition))]

@@ -12,11 +12,13 @@ the reason is what an operator needs).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from weir.broker.metrics.stats import BrokerStats
 from weir.clock import Clock
 from weir.protocol.apis import ApiKey
 from weir.protocol.codec import Request
@@ -51,19 +53,23 @@ class RequestLog:
         self._clock = clock
         self._last_warning: dict[tuple[int, ErrorCode], int] = {}
         self._suppressed: dict[tuple[int, ErrorCode], int] = {}
+        #: where requests are counted for the metrics endpoint; None: not counted
+        self.stats: BrokerStats | None = None
 
-    def record(self, request: Request, response: Any, started_ms: int) -> None:
-        """Log a handled request; `response` is the handler's result (None or a kio message)."""
-        debug = log.isEnabledFor(logging.DEBUG)
-        if response is None or request.api_key in (ApiKey.FETCH, ApiKey.PRODUCE):
-            if debug:
-                self._debug(request, started_ms, [])
-            return
-        errors: list[tuple[str, ErrorCode]] = [
-            (path, code) for path, code in _error_codes(response) if code != ErrorCode.none
-        ]
-        if debug:
+    def record(
+        self, request: Request, response: Any, started_ms: int, started_ns: int = 0
+    ) -> None:
+        """Log a handled request; `response` is the handler's result (None or a kio message).
+        `started_ns`: when it was decoded, by `time.perf_counter_ns` (for the metrics)."""
+        errors = _response_errors(request, response)
+        if self.stats is not None:
+            self.stats.answered(request.api_key, request.api_version,
+                                [code for _, code in errors],
+                                time.perf_counter_ns() - started_ns)  # fmt: skip
+        if log.isEnabledFor(logging.DEBUG):
             self._debug(request, started_ms, errors)
+        if request.api_key == ApiKey.PRODUCE:
+            return  # Produce reports its refusals with their reasons (`refused`)
         for path, code in errors:
             if code not in ROUTINE_ERRORS:
                 self._warn(request, path, code, _message_near(response, path))
@@ -98,6 +104,18 @@ class RequestLog:
             code.name.upper(), f": {message}" if message else "",
             f" ({more} more like it since the last report)" if more else "",
         )  # fmt: skip
+
+
+def _response_errors(request: Request, response: Any) -> list[tuple[str, ErrorCode]]:
+    """(where, code) of the error codes other than NONE a response carries: a Produce
+    response's per partition, any other message's wherever they are nested. Fetch responses
+    (sent as file slices) are not inspected."""
+    if response is None or request.api_key == ApiKey.FETCH:
+        return []
+    if request.api_key == ApiKey.PRODUCE:
+        return [(f"{topic.name}-{p.index}", p.error_code) for topic in response.responses
+                for p in topic.partition_responses if p.error_code != ErrorCode.none]  # fmt: skip
+    return [(path, code) for path, code in _error_codes(response) if code != ErrorCode.none]
 
 
 def _api_name(api_key: int) -> str:

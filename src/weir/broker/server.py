@@ -27,6 +27,7 @@ import logging
 import resource
 import signal
 import socket
+import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,9 @@ from weir.broker.group.store import OFFSETS_TOPIC, GroupStore
 from weir.broker.handlers import HANDLERS, api_versions
 from weir.broker.log_dir_mover import LogDirMovers
 from weir.broker.meta_properties import check_and_write as check_meta_properties
+from weir.broker.metrics.endpoint import MetricsEndpoint, serve_metrics
+from weir.broker.metrics.snapshot import Snapshot, take_snapshot
+from weir.broker.metrics.stats import BrokerStats
 from weir.broker.quota_rate import QuotaWindow
 from weir.broker.replica_manager import ReplicaManager
 from weir.broker.replication_quota import ReplicationQuotas
@@ -181,6 +185,10 @@ class Broker:
             self.config.replica_alter_log_dirs_io_max_bytes_per_second,
         )
         self.dynamic_config.add_reconfigurable(self.context.log_dir_movers.reconfigure)
+        #: what the metrics endpoint serves (`metrics.port`); None: nothing is counted
+        self.stats = BrokerStats() if config.metrics_port else None
+        self._request_log.stats = self.context.replicas.stats = self.stats
+        self._metrics: MetricsEndpoint | None = None
 
     def _reconfigure(self, config: BrokerConfig) -> None:
         """Take up a new effective config: the dynamic broker configs changed."""
@@ -407,6 +415,10 @@ class Broker:
         self._connections.add(task)
         task.add_done_callback(self._connections.discard)
         task.add_done_callback(lambda _: self._limiter.release(ip))
+        stats, listener = self.stats, endpoint.listener.name
+        if stats is not None:
+            stats.connection_opened(listener)
+            task.add_done_callback(lambda _: stats.connection_closed(listener))
 
     def _log_accept_failure(self, exc: OSError, backoff: float) -> None:
         self._accept_failures += 1
@@ -446,7 +458,27 @@ class Broker:
             except Exception:
                 log.exception("transaction coordinator tick failed")
 
+    def serve_metrics(self) -> int | None:
+        """Serve `/metrics` on `metrics.host` (default: the first listener's host) and
+        `metrics.port`, if set; the port as bound. On the event loop."""
+        if self.stats is None:
+            return None
+        stats, replicas, cluster = self.stats, self.context.replicas, self.cluster
+
+        def active_controller() -> bool:
+            return cluster is None or cluster.controller.active
+
+        def take() -> Snapshot:
+            return take_snapshot(stats, replicas, active_controller)
+
+        host = self.config.metrics_host or self._endpoints[0].listener.host
+        loop = asyncio.get_running_loop()
+        self._metrics = serve_metrics(loop, take, host, self.config.metrics_port)
+        return self._metrics.port
+
     async def close(self) -> None:
+        if self._metrics is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self._metrics.close)
         for endpoint in self._endpoints:
             endpoint.sock.close()
         for task in list(self._connections):
@@ -663,7 +695,7 @@ class Broker:
                 raise
             response = api_versions.build(0, ErrorCode.unsupported_version)
             return encode_response(ApiKey.API_VERSIONS, 0, exc.correlation_id, response)
-        started = self.clock.monotonic_ms()
+        started, started_ns = self.clock.monotonic_ms(), time.perf_counter_ns()
         authorizer = self.context.authorizer
         result = refusal(authorizer, request) if authorizer is not None else None
         if result is None:
@@ -672,7 +704,7 @@ class Broker:
                 result = await self._handle_in_request_quota(request, quotas)
             else:
                 result = await HANDLERS[request.api_key](self.context, request)
-        self._request_log.record(request, result, started)
+        self._request_log.record(request, result, started, started_ns)
         if result is None or isinstance(result, ChunkedResponse):
             return result
         return encode_response(request.api_key, request.api_version, request.correlation_id, result)
@@ -755,6 +787,7 @@ def run(config: BrokerConfig, *, ready_file: Path | None = None) -> int:
     async def main() -> None:
         broker = Broker(config)
         host, port = broker.listen()
+        broker.serve_metrics()
         broker.join_cluster()
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()

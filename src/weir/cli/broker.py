@@ -58,6 +58,8 @@ def register(commands: Any) -> None:
     start.add_argument("--rack")
     start.add_argument("--zookeeper", help="HOST:PORT[/chroot] (cluster mode)")
     start.add_argument("--ready-file", type=Path, help="write HOST:PORT here once ready")
+    start.add_argument("--metrics-port", type=int, metavar="P",
+                       help="serve Prometheus metrics on P (metrics.port; 0: none)")  # fmt: skip
     start.set_defaults(run=run_start)
     for action, run in (("alter", run_alter), ("describe", run_describe)):
         command = sub.add_parser(action, help=f"{action} dynamic broker configs")
@@ -175,6 +177,7 @@ def run_start(args: argparse.Namespace) -> int:
         "node_id": args.node_id,
         "rack": args.rack,
         "zookeeper": args.zookeeper,
+        "metrics_port": args.metrics_port,
     }
     if args.listen:
         overrides["listen_host"], overrides["listen_port"] = parse_host_port(args.listen)

@@ -59,6 +59,8 @@ class BrokerChild:
     data_dir: Path
     #: a TOML file of broker settings every broker of the cluster starts with
     config: Path | None = None
+    #: where it serves Prometheus metrics (`--metrics-port`); None: not served
+    metrics_port: int | None = None
     child: LoggedProcess = field(init=False)
 
     def __post_init__(self) -> None:
@@ -75,6 +77,8 @@ class BrokerChild:
                    "--data-dir", str(self.data_dir), "--listen", self.listen]  # fmt: skip
         if self.config is not None:
             command += ["--config", str(self.config)]
+        if self.metrics_port is not None:
+            command += ["--metrics-port", str(self.metrics_port)]
         return command + (["--rack", self.rack] if self.rack else [])
 
     def ready(self) -> bool:
@@ -83,9 +87,15 @@ class BrokerChild:
 
 
 def plan_brokers(
-    data_dir: Path, count: int, racks: Sequence[str], base_port: int, config: Path | None = None
+    data_dir: Path,
+    count: int,
+    racks: Sequence[str],
+    base_port: int,
+    config: Path | None = None,
+    metrics_base_port: int | None = None,
 ) -> list[BrokerChild]:
-    """Broker i (1..count) listens on base_port + i - 1 and sits in racks[(i - 1) % len(racks)]."""
+    """Broker i (1..count) listens on base_port + i - 1, serves its metrics on
+    metrics_base_port + i - 1 (if given) and sits in racks[(i - 1) % len(racks)]."""
     return [
         BrokerChild(
             node_id=i,
@@ -93,6 +103,7 @@ def plan_brokers(
             port=base_port + i - 1,
             data_dir=data_dir / f"broker-{i}",
             config=config,
+            metrics_port=None if metrics_base_port is None else metrics_base_port + i - 1,
         )
         for i in range(1, count + 1)
     ]
@@ -120,6 +131,9 @@ def register(commands: Any) -> None:
                     help="ZooKeeper's client port (default 2181)")  # fmt: skip
     up.add_argument("--base-port", type=int, default=9092, metavar="P",
                     help="broker i listens on P + i - 1 (default 9092)")  # fmt: skip
+    up.add_argument("--metrics-base-port", type=int, metavar="P",
+                    help="broker i serves Prometheus metrics on P + i - 1 (deploy/prometheus.yml "
+                    "scrapes 9308-9310)")  # fmt: skip
     up.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
                     help="wait this long for ZooKeeper, then the brokers (default 60)")  # fmt: skip
     up.set_defaults(run=run_up)
@@ -172,7 +186,8 @@ def _racks(text: str) -> list[str]:
 def run_up(args: argparse.Namespace) -> int:
     zookeeper = ZooKeeperServer(args.data_dir / "zookeeper", host=HOST, port=args.zookeeper_port)
     brokers = plan_brokers(
-        args.data_dir, args.brokers, args.racks, args.base_port, args.broker_config
+        args.data_dir, args.brokers, args.racks, args.base_port, args.broker_config,
+        args.metrics_base_port,
     )
     with StopRequest() as stop, ControlSocket(args.data_dir) as control:
         supervisor = Supervisor(zookeeper, brokers, stop, args.timeout)
@@ -213,6 +228,8 @@ class Supervisor:
     def start(self) -> None:
         for broker in self.brokers.values():  # before anything starts, so a taken port fails fast
             ensure_port_free(HOST, broker.port)
+            if broker.metrics_port is not None:
+                ensure_port_free(HOST, broker.metrics_port)
         self.zookeeper.start()
         self.zookeeper.wait_ready(self.timeout, self.stop)
         for broker in self.brokers.values():

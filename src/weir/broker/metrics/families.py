@@ -1,0 +1,178 @@
+"""The broker's metric families, named as the Prometheus JMX exporter's usual rules render
+Kafka's MBeans (`kafka.server<type=BrokerTopicMetrics, name=BytesInPerSec, topic=T>` →
+`kafka_server_brokertopicmetrics_bytesin_total{topic="T"}`):
+
+    kafka_server_brokertopicmetrics_bytesin_total{topic}       produced record bytes (leader)
+    kafka_server_brokertopicmetrics_messagesin_total{topic}    produced records (batch headers)
+    kafka_server_brokertopicmetrics_bytesout_total{topic}      record bytes fetched by consumers
+    kafka_server_brokertopicmetrics_replicationbytesout_total{topic}   ... by followers
+    kafka_network_requestmetrics_requests_total{request,version}
+    kafka_network_requestmetrics_errors_total{request,error}   per error code in the response
+                                                               (NONE once per request without one)
+    kafka_network_requestmetrics_totaltimems{request}          histogram, milliseconds, from
+                                                               decoding a request to its response
+    kafka_server_socket_server_metrics_connection_count{listener}
+    kafka_log_log_size{topic,partition}                        bytes of the log's segments
+    kafka_log_log_logendoffset{topic,partition}
+    kafka_log_log_logstartoffset{topic,partition}
+    kafka_log_log_highwatermark{topic,partition}               (weir's: Kafka has no such MBean)
+    kafka_cluster_partition_underreplicated{topic,partition}   partitions led here
+    kafka_cluster_partition_insyncreplicascount{topic,partition}
+    kafka_cluster_partition_replicascount{topic,partition}
+    kafka_server_replicamanager_partitioncount                 replicas here, any role
+    kafka_server_replicamanager_leadercount
+    kafka_server_replicamanager_underreplicatedpartitions      led here with ISR < replicas
+    kafka_server_replicamanager_underminisrpartitioncount      led here with ISR < min.insync
+    kafka_server_replicamanager_offlinereplicacount            replicas in failed log dirs
+    kafka_server_replicamanager_isrshrinks_total
+    kafka_server_replicamanager_isrexpands_total
+    kafka_controller_kafkacontroller_activecontrollercount     1 on the active controller
+
+Counters count since the broker started. Built in the scrape thread from a `Snapshot`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
+
+from weir.broker.metrics.snapshot import PartitionSample, Snapshot
+from weir.broker.metrics.stats import TOTAL_TIME_BUCKETS_MS
+
+TOPIC_METRICS = "kafka_server_brokertopicmetrics_"
+REQUEST_METRICS = "kafka_network_requestmetrics_"
+REPLICA_MANAGER = "kafka_server_replicamanager_"
+LOG = "kafka_log_log_"
+PARTITION = "kafka_cluster_partition_"
+_PARTITION_LABELS = ["topic", "partition"]
+
+
+class BrokerCollector(Collector):
+    """Yields the families of one snapshot per scrape; `take` gets the snapshot."""
+
+    def __init__(self, take: Callable[[], Snapshot]) -> None:
+        self._take = take
+
+    def collect(self) -> Iterator[Metric]:
+        snapshot = self._take()
+        yield from topic_families(snapshot)
+        yield from request_families(snapshot)
+        yield from partition_families(snapshot)
+        yield from replica_manager_families(snapshot)
+        connections = GaugeMetricFamily(
+            "kafka_server_socket_server_metrics_connection_count",
+            "connections open, per listener", labels=["listener"],
+        )  # fmt: skip
+        for listener, count in sorted(snapshot.connections.items()):
+            connections.add_metric([listener], count)
+        yield connections
+        yield _gauge(
+            "kafka_controller_kafkacontroller_activecontrollercount",
+            "1 while this broker is the active controller",
+            int(snapshot.active_controller),
+        )
+
+
+def topic_families(snapshot: Snapshot) -> Iterator[Metric]:
+    fields = {
+        "bytesin": ("bytes_in", "record bytes produced to partitions led here"),
+        "messagesin": ("messages_in", "records produced (counted from batch headers)"),
+        "bytesout": ("bytes_out", "record bytes sent to consumers"),
+        "replicationbytesout": ("replication_bytes_out", "record bytes sent to followers"),
+    }
+    for name, (attribute, documentation) in fields.items():
+        family = CounterMetricFamily(TOPIC_METRICS + name, documentation, labels=["topic"])
+        for topic, counters in sorted(snapshot.topics.items()):
+            family.add_metric([topic], getattr(counters, attribute))
+        yield family
+
+
+def request_families(snapshot: Snapshot) -> Iterator[Metric]:
+    requests = CounterMetricFamily(
+        REQUEST_METRICS + "requests", "requests answered", labels=["request", "version"]
+    )
+    for (name, version), count in sorted(snapshot.requests.items()):
+        requests.add_metric([name, str(version)], count)
+    yield requests
+    errors = CounterMetricFamily(
+        REQUEST_METRICS + "errors", "error codes in responses", labels=["request", "error"]
+    )
+    for (name, error), count in sorted(snapshot.errors.items()):
+        errors.add_metric([name, error], count)
+    yield errors
+    total_time = HistogramMetricFamily(
+        REQUEST_METRICS + "totaltimems",
+        "milliseconds from a decoded request to its response",
+        labels=["request"],
+    )
+    for name, histogram in sorted(snapshot.total_time.items()):
+        cumulative, buckets = 0, []
+        for bound, count in zip(
+            (*map(_bound, TOTAL_TIME_BUCKETS_MS), "+Inf"), histogram.buckets, strict=True
+        ):
+            cumulative += count
+            buckets.append((bound, cumulative))
+        total_time.add_metric([name], buckets, histogram.sum_ns / 1_000_000)
+    yield total_time
+
+
+def partition_families(snapshot: Snapshot) -> Iterator[Metric]:
+    gauges: dict[str, tuple[str, Callable[[PartitionSample], int], bool]] = {
+        LOG + "size": ("bytes in the log's segments", lambda p: p.size, False),
+        LOG + "logendoffset": ("log end offset", lambda p: p.log_end_offset, False),
+        LOG + "logstartoffset": ("log start offset", lambda p: p.log_start_offset, False),
+        LOG + "highwatermark": ("high watermark", lambda p: p.high_watermark, False),
+        PARTITION + "underreplicated": (
+            "1 while the ISR is smaller than the replicas (partitions led here)",
+            lambda p: int(p.under_replicated), True,
+        ),
+        PARTITION + "insyncreplicascount": (
+            "ISR members (partitions led here)", lambda p: p.in_sync_replicas, True,
+        ),
+        PARTITION + "replicascount": (
+            "replicas (partitions led here)", lambda p: p.replicas, True,
+        ),
+    }  # fmt: skip
+    for name, (documentation, value, leaders_only) in gauges.items():
+        family = GaugeMetricFamily(name, documentation, labels=_PARTITION_LABELS)
+        for sample in snapshot.partitions:
+            if sample.leader or not leaders_only:
+                family.add_metric([sample.topic, str(sample.partition)], value(sample))
+        yield family
+
+
+def replica_manager_families(snapshot: Snapshot) -> Iterator[Metric]:
+    partitions = snapshot.partitions
+    yield _gauge(REPLICA_MANAGER + "partitioncount", "partition replicas on this broker",
+                 len(partitions) + snapshot.offline_replicas)  # fmt: skip
+    yield _gauge(REPLICA_MANAGER + "leadercount", "partitions led by this broker",
+                 sum(p.leader for p in partitions))  # fmt: skip
+    yield _gauge(REPLICA_MANAGER + "underreplicatedpartitions",
+                 "partitions led here whose ISR is smaller than their replicas",
+                 sum(p.under_replicated for p in partitions))  # fmt: skip
+    yield _gauge(REPLICA_MANAGER + "underminisrpartitioncount",
+                 "partitions led here whose ISR is smaller than min.insync.replicas",
+                 sum(p.under_min_isr for p in partitions))  # fmt: skip
+    yield _gauge(REPLICA_MANAGER + "offlinereplicacount",
+                 "replicas on this broker in failed log directories",
+                 snapshot.offline_replicas)  # fmt: skip
+    for name, value in (("isrshrinks", snapshot.isr_shrinks),
+                        ("isrexpands", snapshot.isr_expands)):  # fmt: skip
+        family = CounterMetricFamily(REPLICA_MANAGER + name, f"ISR {name[3:]} of leaders here")
+        family.add_metric([], value)
+        yield family
+
+
+def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, documentation, value=value)
+
+
+def _bound(milliseconds: float) -> str:
+    return f"{milliseconds:g}"

@@ -1,0 +1,125 @@
+"""A scrape's view of the broker: the counters of `BrokerStats` copied, and each partition's log
+and ISR read at that moment (nothing about partitions is kept per append).
+
+`take_snapshot` runs on the event loop (the owner of partitions and counters); what it returns
+is plain data the scrape thread formats. `on_loop` is how the scrape thread gets one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from weir.broker.metrics.stats import BrokerStats, TimeHistogram, TopicCounters
+from weir.broker.partition import LEADER, OFFLINE, Partition
+from weir.broker.replica_manager import ReplicaManager
+
+#: how long a scrape waits for the loop to take its snapshot
+SNAPSHOT_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionSample:
+    """One partition's replica on this broker, as a scrape saw it."""
+
+    topic: str
+    partition: int
+    size: int
+    log_end_offset: int
+    high_watermark: int
+    log_start_offset: int
+    leader: bool
+    #: replicas and ISR members; while this broker leads the partition (0 otherwise)
+    replicas: int
+    in_sync_replicas: int
+    min_insync_replicas: int
+
+    @property
+    def under_replicated(self) -> bool:
+        return self.leader and self.in_sync_replicas < self.replicas
+
+    @property
+    def under_min_isr(self) -> bool:
+        return self.leader and self.in_sync_replicas < self.min_insync_replicas
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    topics: dict[str, TopicCounters]
+    requests: dict[tuple[str, int], int]
+    errors: dict[tuple[str, str], int]
+    total_time: dict[str, TimeHistogram]
+    isr_shrinks: int
+    isr_expands: int
+    connections: dict[str, int]
+    partitions: tuple[PartitionSample, ...]
+    #: replicas here whose log directory failed
+    offline_replicas: int
+    #: whether this broker is the active controller (a single node is its own)
+    active_controller: bool
+
+
+def take_snapshot(
+    stats: BrokerStats, replicas: ReplicaManager, active_controller: Callable[[], bool]
+) -> Snapshot:
+    """Copy the counters and sample every partition. On the event loop."""
+    samples = []
+    offline = 0
+    for partition in replicas.partitions.values():
+        if partition.role is OFFLINE:
+            offline += 1
+        else:
+            samples.append(_sample(partition))
+    offline += len(replicas.log_manager.offline_partitions - replicas.partitions.keys())
+    return Snapshot(
+        topics={topic: replace(counters) for topic, counters in stats.topics.items()},
+        requests=dict(stats.requests),
+        errors=dict(stats.errors),
+        total_time={name: h.copy() for name, h in stats.total_time.items()},
+        isr_shrinks=stats.isr_shrinks,
+        isr_expands=stats.isr_expands,
+        connections=dict(stats.connections),
+        partitions=tuple(samples),
+        offline_replicas=offline,
+        active_controller=active_controller(),
+    )
+
+
+def _sample(partition: Partition) -> PartitionSample:
+    log = partition.log
+    state = partition.leader_state
+    return PartitionSample(
+        topic=partition.topic,
+        partition=partition.index,
+        size=log.size,
+        log_end_offset=log.log_end_offset,
+        high_watermark=log.high_watermark,
+        log_start_offset=log.log_start_offset,
+        leader=partition.role is LEADER,
+        replicas=len(state.replicas) if state is not None else 0,
+        in_sync_replicas=len(state.isr) if state is not None else 0,
+        min_insync_replicas=log.config.min_insync_replicas,
+    )
+
+
+def on_loop(
+    loop: asyncio.AbstractEventLoop, take: Callable[[], Snapshot]
+) -> Callable[[], Snapshot]:
+    """`take`, called from another thread: run on `loop` and waited for (at most
+    SNAPSHOT_TIMEOUT_S; a loop that does not answer fails the scrape, not the broker)."""
+
+    def taken_on_loop() -> Snapshot:
+        result: concurrent.futures.Future[Snapshot] = concurrent.futures.Future()
+
+        def run() -> None:
+            try:
+                result.set_result(take())
+            except Exception as exc:
+                result.set_exception(exc)
+
+        loop.call_soon_threadsafe(run)
+        return result.result(SNAPSHOT_TIMEOUT_S)
+
+    return taken_on_loop
