@@ -56,8 +56,7 @@ def register(commands: Any) -> None:
     describe = sub.add_parser("describe", help="committed offset, lag and owner of each partition")
     describe.add_argument("group")
     describe.set_defaults(run=run_describe)
-    lag = sub.add_parser("lag", help="lag and its status (OK, WARNING, STALL, STOP, REWIND) "
-                                     "from its trend over a few looks")
+    lag = sub.add_parser("lag", help="lag and its Burrow status (OK, WARNING, STALL, STOP)")
     lag.add_argument("groups", nargs="*", metavar="GROUP", help="default: every group")
     lag.add_argument("--interval", type=float, default=2.0, metavar="SECONDS",
                      help="between two looks (default 2)")
