@@ -1,7 +1,7 @@
 """Requests that wait on partitions (Kafka's DelayedFetch and DelayedProduce): a fetch until
 data arrives at one of its partitions, an acks=all produce until the ISR has its records. Each
-parks a future on the partitions (`Partition.waiters`, `Partition.produce_waiters`) that the
-partition's owner resolves: no polling.
+parks a future on the partitions (`Partition.waiters`, `Partition.follower_waiters`,
+`Partition.produce_waiters`) that the partition's owner resolves: no polling.
 
 Thread-safety (docs/threads.md): event-loop only, as `Partition`.
 """
@@ -16,12 +16,15 @@ from kio.schema.errors import ErrorCode
 from weir.broker.partition import Partition
 
 
-async def wait_for_data(partitions: Sequence[Partition], timeout_ms: int) -> None:
+async def wait_for_data(
+    partitions: Sequence[Partition], timeout_ms: int, *, follower: bool = False
+) -> None:
     """Until something is appended to one of `partitions` (or one changes role or goes
-    offline), or `timeout_ms` passes."""
+    offline, or, unless a `follower` waits, its high watermark moves), or `timeout_ms`
+    passes."""
     waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
     for partition in partitions:
-        partition.waiters.append(waiter)
+        _waiters(partition, follower).append(waiter)
     try:
         async with asyncio.timeout(timeout_ms / 1000):
             await waiter
@@ -29,8 +32,13 @@ async def wait_for_data(partitions: Sequence[Partition], timeout_ms: int) -> Non
         pass
     finally:
         for partition in partitions:
-            if waiter in partition.waiters:
-                partition.waiters.remove(waiter)
+            waiters = _waiters(partition, follower)
+            if waiter in waiters:
+                waiters.remove(waiter)
+
+
+def _waiters(partition: Partition, follower: bool) -> list[asyncio.Future[None]]:
+    return partition.follower_waiters if follower else partition.waiters
 
 
 async def wait_replicated(partition: Partition, end_offset: int, timeout_ms: int) -> ErrorCode:

@@ -118,7 +118,11 @@ class Partition:
     producers: ProducerStateManager
     leader_epoch: int = LEADER_EPOCH
     _role: ReplicaRole = NEW
+    #: fetches waiting for anything new here: records, a high watermark move, a role change
     waiters: list[asyncio.Future[None]] = field(default_factory=list)
+    #: followers' fetches waiting here: they read to the log end, so only records (or a role
+    #: change) are news to them, never a high watermark move
+    follower_waiters: list[asyncio.Future[None]] = field(default_factory=list)
     #: the followers and ISR, while this broker leads the partition (None otherwise)
     leader_state: LeaderState | None = None
     #: acks=all produces waiting for the ISR to reach their end offset
@@ -208,10 +212,14 @@ class Partition:
         candidate = replicated = state.high_watermark(self.log.log_end_offset)
         if self.log.config.high_watermark_policy == HW_FLUSHED:
             candidate = min(candidate, self.log.recovery_point)
-        if candidate > self.log.high_watermark:
+        moved = candidate > self.log.high_watermark
+        if moved:
             self.log.update_high_watermark(candidate)
-            self.wake_waiters()
+        # the produces first: their answers go out before the fetches woken here are served
         self._complete_replicated(replicated)
+        if moved:
+            _wake(self.waiters)
+            self.waiters = []
 
     def follower_fetched(self, replica: int, offset: int, now_ms: int) -> None:
         """A fetch from follower `replica` at `offset`, its log end offset."""
@@ -272,10 +280,12 @@ class Partition:
     # ---- waiting produces and fetches ---------------------------------------------------------
 
     def wake_waiters(self) -> None:
+        """Wake every waiting fetch, followers' included (records arrived, or the role
+        changed)."""
         waiters, self.waiters = self.waiters, []
-        for waiter in waiters:
-            if not waiter.done():
-                waiter.set_result(None)
+        followers, self.follower_waiters = self.follower_waiters, []
+        _wake(followers)
+        _wake(waiters)
 
     def complete_produces(self, error: ErrorCode | None = None) -> None:
         """Answer acks=all produces: those the ISR has reached, or all of them with `error`
@@ -526,6 +536,12 @@ class Partition:
             except OSError as exc:
                 log.warning("%s-%d: no producer snapshot after loading: %s", self.topic,
                             self.index, exc)  # fmt: skip
+
+
+def _wake(waiters: list[asyncio.Future[None]]) -> None:
+    for waiter in waiters:
+        if not waiter.done():
+            waiter.set_result(None)
 
 
 def alone(topic: str, index: int, node_id: int) -> PartitionState:

@@ -588,7 +588,7 @@ class ReplicaManager:
                 return results
             release(results)
             watched = [p for r in requests if (p := self.get(r.topic, r.partition))]
-            await wait_for_data(watched, remaining)
+            await wait_for_data(watched, remaining, follower=replica_id >= 0)
 
     def _read_all(
         self,

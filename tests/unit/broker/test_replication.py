@@ -7,6 +7,7 @@ import asyncio
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -312,6 +313,65 @@ def test_an_acks_all_produce_completes_once_every_isr_follower_fetched_past_it(
         await leader.fetch_async(2, 3)
         assert await asyncio.wait_for(waiting, 1) is ErrorCode.none
         assert not leader.replicas.replicating(TOPIC, 0, 3)
+
+    asyncio.run(scenario())
+
+
+def test_a_followers_parked_fetch_wakes_for_records_not_for_a_high_watermark_move(
+    leader: Leader,
+) -> None:
+    async def scenario() -> None:
+        leader.lead(replicas=(0, 1, 2))
+        leader.produce(2)
+        await leader.fetch_async(1, 2)
+        request = FetchRequestPartition(TOPIC, 0, 2, 1 << 20, -1)
+
+        def parked(replica_id: int) -> asyncio.Task[Any]:
+            return asyncio.ensure_future(leader.replicas.fetch(
+                [request], max_wait_ms=5_000, min_bytes=1, max_bytes=1 << 20,
+                replica_id=replica_id))  # fmt: skip
+
+        follower = parked(1)
+        consumer = asyncio.ensure_future(leader.replicas.fetch(
+            [FetchRequestPartition(TOPIC, 0, 0, 1 << 20, -1)], max_wait_ms=5_000, min_bytes=1,
+            max_bytes=1 << 20))  # fmt: skip
+        await asyncio.sleep(0)
+        await leader.fetch_async(2, 2)  # the high watermark moves to 2
+        async with asyncio.timeout(1):
+            release(await consumer)  # the consumer's fetch has records below it now
+        partition = leader.replicas.get(TOPIC, 0)
+        assert partition is not None and partition.log.high_watermark == 2
+        await asyncio.sleep(0.05)
+        assert not follower.done()  # nothing new to the follower: still parked
+        leader.produce()
+        async with asyncio.timeout(1):
+            (result,) = await follower
+        assert result.data is not None
+        release([result])
+
+    asyncio.run(scenario())
+
+
+def test_a_follower_fetch_that_moves_the_high_watermark_answers_the_produce_before_fetches(
+    leader: Leader,
+) -> None:
+    async def scenario() -> None:
+        leader.lead(replicas=(0, 1), config=LogConfig(min_insync_replicas=2))
+        end = leader.produce(acks=ACKS_ALL).end_offset
+        done: list[str] = []
+        waiting = asyncio.ensure_future(leader.replicas.wait_replicated(TOPIC, 0, end, 5_000))
+        waiting.add_done_callback(lambda _: done.append("produce"))
+        consumer = asyncio.ensure_future(leader.replicas.fetch(
+            [FetchRequestPartition(TOPIC, 0, 0, 1 << 20, -1)], max_wait_ms=5_000, min_bytes=1,
+            max_bytes=1 << 20))  # fmt: skip
+        consumer.add_done_callback(lambda _: done.append("consumer fetch"))
+        await asyncio.sleep(0)
+        await leader.fetch_async(1, end)
+        async with asyncio.timeout(1):
+            assert await waiting is ErrorCode.none
+            release(await consumer)
+        await asyncio.sleep(0)  # the done callbacks run
+        assert done == ["produce", "consumer fetch"]
 
     asyncio.run(scenario())
 

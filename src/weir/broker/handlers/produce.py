@@ -90,10 +90,14 @@ async def _wait_replicated(
 ) -> None:
     """Wait for acks=all partitions to be replicated; their errors replace the responses."""
     timeout_ms = int(request.body.timeout.total_seconds() * 1000)
-    errors = await asyncio.gather(*(
-        broker.replicas.wait_replicated(topic, index, end, timeout_ms)
-        for topic, _, index, end in waits
-    ))  # fmt: skip
+    if len(waits) == 1:  # the usual case: awaited here, without a task of its own
+        topic, _, index, end = waits[0]
+        errors = [await broker.replicas.wait_replicated(topic, index, end, timeout_ms)]
+    else:
+        errors = await asyncio.gather(*(
+            broker.replicas.wait_replicated(topic, index, end, timeout_ms)
+            for topic, _, index, end in waits
+        ))  # fmt: skip
     by_topic = {name: partitions for name, partitions in answered}
     for (topic, position, index, _), error in zip(waits, errors, strict=True):
         if error is ErrorCode.none:
