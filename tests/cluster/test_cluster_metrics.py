@@ -18,7 +18,7 @@ from cluster_brokers import (
     wait_settled,
 )
 from cluster_processes import free_port
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_server import PrometheusServer, wait_for
 
@@ -32,7 +32,9 @@ CONFIG = {
     "zookeeper.session.timeout.ms": 6000,
     "offsets.topic.num.partitions": 3,
     "replica.lag.time.max.ms": 5000,
+    "consumer.lag.sample.interval.ms": 300,
 }
+GROUP = "watchers"
 UNDER_REPLICATED = "sum(kafka_server_replicamanager_underreplicatedpartitions)"
 
 
@@ -78,6 +80,36 @@ def produce(brokers: list[ClusterBroker]) -> int:
     return RECORDS * VALUE_BYTES
 
 
+def consumer_lag_falls_to_zero(brokers: list[ClusterBroker], prometheus: PrometheusServer) -> None:
+    """A group that committed a third of each partition lags by the rest; once it has consumed
+    and committed everything, by nothing, and its status is OK."""
+    per_partition = RECORDS // PARTITIONS
+    consumer = Consumer({"bootstrap.servers": ",".join(b.bootstrap for b in brokers),
+                         "group.id": GROUP, "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest", "log_level": 0})  # fmt: skip
+    try:
+        third = [TopicPartition(TOPIC, p, per_partition // 3) for p in range(PARTITIONS)]
+        consumer.commit(offsets=third, asynchronous=False)
+        lag = f'sum(kafka_consumergroup_lag_sum{{consumergroup="{GROUP}"}})'
+        left = RECORDS - PARTITIONS * (per_partition // 3)
+        wait_for(prometheus, lag, left)
+        consumer.subscribe([TOPIC])  # from the committed offsets
+        seen = 0
+        for _ in range(600):
+            if seen == left:
+                break
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                seen += 1
+        assert seen == left
+        consumer.commit(asynchronous=False)
+        wait_for(prometheus, lag, 0)
+        status = f'sum(kafka_consumergroup_status{{consumergroup="{GROUP}",status="OK"}})'
+        wait_for(prometheus, status, 1)
+    finally:
+        consumer.close()
+
+
 def test_prometheus_sees_produced_bytes_and_under_replication_of_a_killed_broker(
     cluster: dict[int, ClusterBroker], prometheus: PrometheusServer, zk_view, figure
 ) -> None:
@@ -100,11 +132,14 @@ def test_prometheus_sees_produced_bytes_and_under_replication_of_a_killed_broker
     assert 0 < bytes_in - values <= RECORD_OVERHEAD * RECORDS + BATCH_HEADER * requests * PARTITIONS
     assert prometheus.value("sum(kafka_controller_kafkacontroller_activecontrollercount)") == 1
     assert prometheus.value(UNDER_REPLICATED) == 0
+    consumer_lag_falls_to_zero(brokers, prometheus)
 
     controller = zk_view.controller()
     victim = cluster[next(n for n in (3, 2, 1) if n != controller)]
     victim.kill()
-    rose = wait_for(prometheus, UNDER_REPLICATED, PARTITIONS)  # every partition has a replica on it
+    # every partition has a replica on it, __consumer_offsets' too (the group's commits made it)
+    everywhere = PARTITIONS + CONFIG["offsets.topic.num.partitions"]
+    rose = wait_for(prometheus, UNDER_REPLICATED, everywhere)
     figure("kill -9 -> under-replicated partitions seen by prometheus", rose)
     wait_for(prometheus, f'up{{broker="{victim.node_id}"}}', 0)
 
@@ -112,7 +147,7 @@ def test_prometheus_sees_produced_bytes_and_under_replication_of_a_killed_broker
     fell = wait_for(prometheus, UNDER_REPLICATED, 0)
     figure("restart -> no under-replicated partitions seen by prometheus", fell)
     expands = prometheus.value("sum(kafka_server_replicamanager_isrexpands_total)")
-    assert expands is not None and expands >= PARTITIONS  # the leaders took it back in
+    assert expands is not None and expands >= everywhere  # the leaders took it back in
     wait_for(prometheus, f'up{{broker="{victim.node_id}"}}', 1)
     replicas = f'kafka_server_replicamanager_partitioncount{{broker="{victim.node_id}"}}'
-    wait_for(prometheus, replicas, PARTITIONS)  # its own endpoint, back with its replicas
+    wait_for(prometheus, replicas, everywhere)  # its own endpoint, back with its replicas

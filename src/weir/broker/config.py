@@ -198,6 +198,8 @@ class BrokerConfig:
     #: 0: not served. The host defaults to the first listener's
     metrics_port: int = 0
     metrics_host: str = ""
+    #: how often the consumer lag of the groups coordinated here is sampled for the metrics
+    consumer_lag_sample_interval_ms: int = 10_000
     #: listener name -> {setting: value}, from `listener.name.<listener>.<setting>`
     listener_overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
     log_defaults: LogConfig = field(default_factory=LogConfig)

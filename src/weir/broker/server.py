@@ -52,6 +52,7 @@ from weir.broker.context import BrokerContext, ProducerIdAllocator
 from weir.broker.dynamic_config import BrokerConfigStore, DynamicBrokerConfig
 from weir.broker.fetch_sessions import FetchSessionCache
 from weir.broker.group.coordinator import GroupConfig, GroupCoordinator
+from weir.broker.group.lag_monitor import ConsumerLagMonitor, sample_every
 from weir.broker.group.store import OFFSETS_TOPIC, GroupStore
 from weir.broker.handlers import HANDLERS, api_versions
 from weir.broker.log_dir_mover import LogDirMovers
@@ -468,11 +469,19 @@ class Broker:
         def active_controller() -> bool:
             return cluster is None or cluster.controller.active
 
+        lag = ConsumerLagMonitor(
+            self.context.groups, replicas, self.clock, node_id=self.config.node_id,
+            leader_of=cluster.leader_of if cluster is not None else None,
+            peer_security=cluster.peer_security if cluster is not None else None,
+        )  # fmt: skip
+
         def take() -> Snapshot:
-            return take_snapshot(stats, replicas, active_controller)
+            return take_snapshot(stats, replicas, active_controller, lag.latest)
 
         host = self.config.metrics_host or self._endpoints[0].listener.host
         loop = asyncio.get_running_loop()
+        interval_ms = self.config.consumer_lag_sample_interval_ms
+        self._connections.add(loop.create_task(sample_every(lag, interval_ms)))
         self._metrics = serve_metrics(loop, take, host, self.config.metrics_port)
         return self._metrics.port
 

@@ -28,6 +28,15 @@ Kafka's MBeans (`kafka.server<type=BrokerTopicMetrics, name=BytesInPerSec, topic
     kafka_server_replicamanager_isrexpands_total
     kafka_controller_kafkacontroller_activecontrollercount     1 on the active controller
 
+Consumer lag, for the groups this broker coordinates (`weir.broker.group.lag_monitor`; Kafka
+has no broker MBean for it, so the names are kafka_exporter's, plus Burrow's status):
+
+    kafka_consumergroup_current_offset{consumergroup,topic,partition}   committed offset
+    kafka_consumergroup_lag{consumergroup,topic,partition}      high watermark - committed
+    kafka_consumergroup_lag_sum{consumergroup}
+    kafka_consumergroup_status{consumergroup,status}             1 for the group's Burrow status
+                                                                (OK, WARNING, ERROR), 0 others
+
 Counters count since the broker started. Built in the scrape thread from a `Snapshot`.
 """
 
@@ -45,12 +54,14 @@ from prometheus_client.registry import Collector
 
 from weir.broker.metrics.snapshot import PartitionSample, Snapshot
 from weir.broker.metrics.stats import TOTAL_TIME_BUCKETS_MS
+from weir.cluster.consumer_lag import GroupStatus
 
 TOPIC_METRICS = "kafka_server_brokertopicmetrics_"
 REQUEST_METRICS = "kafka_network_requestmetrics_"
 REPLICA_MANAGER = "kafka_server_replicamanager_"
 LOG = "kafka_log_log_"
 PARTITION = "kafka_cluster_partition_"
+CONSUMER_GROUP = "kafka_consumergroup_"
 _PARTITION_LABELS = ["topic", "partition"]
 
 
@@ -66,6 +77,7 @@ class BrokerCollector(Collector):
         yield from request_families(snapshot)
         yield from partition_families(snapshot)
         yield from replica_manager_families(snapshot)
+        yield from consumer_group_families(snapshot)
         connections = GaugeMetricFamily(
             "kafka_server_socket_server_metrics_connection_count",
             "connections open, per listener", labels=["listener"],
@@ -168,6 +180,31 @@ def replica_manager_families(snapshot: Snapshot) -> Iterator[Metric]:
         family = CounterMetricFamily(REPLICA_MANAGER + name, f"ISR {name[3:]} of leaders here")
         family.add_metric([], value)
         yield family
+
+
+def consumer_group_families(snapshot: Snapshot) -> Iterator[Metric]:
+    labels = ["consumergroup", "topic", "partition"]
+    offsets = GaugeMetricFamily(
+        CONSUMER_GROUP + "current_offset", "committed offset", labels=labels
+    )
+    lags = GaugeMetricFamily(
+        CONSUMER_GROUP + "lag", "high watermark minus committed offset", labels=labels
+    )
+    sums = GaugeMetricFamily(
+        CONSUMER_GROUP + "lag_sum", "the group's lag over its partitions", labels=["consumergroup"]
+    )
+    statuses = GaugeMetricFamily(
+        CONSUMER_GROUP + "status", "1 for the group's status (Burrow's rules), 0 for the others",
+        labels=["consumergroup", "status"],
+    )  # fmt: skip
+    for group in snapshot.groups:
+        for p in group.partitions:
+            offsets.add_metric([group.group, p.topic, str(p.partition)], p.committed)
+            lags.add_metric([group.group, p.topic, str(p.partition)], p.lag)
+        sums.add_metric([group.group], group.total_lag)
+        for status in GroupStatus:
+            statuses.add_metric([group.group, status.value], int(status is group.status))
+    yield from (offsets, lags, sums, statuses)
 
 
 def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:

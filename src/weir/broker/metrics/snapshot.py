@@ -12,6 +12,7 @@ import concurrent.futures
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from weir.broker.group.lag_monitor import GroupLag
 from weir.broker.metrics.stats import BrokerStats, TimeHistogram, TopicCounters
 from weir.broker.partition import LEADER, OFFLINE, Partition
 from weir.broker.replica_manager import ReplicaManager
@@ -59,10 +60,15 @@ class Snapshot:
     offline_replicas: int
     #: whether this broker is the active controller (a single node is its own)
     active_controller: bool
+    #: the consumer lag of the groups coordinated here, as last sampled
+    groups: tuple[GroupLag, ...] = ()
 
 
 def take_snapshot(
-    stats: BrokerStats, replicas: ReplicaManager, active_controller: Callable[[], bool]
+    stats: BrokerStats,
+    replicas: ReplicaManager,
+    active_controller: Callable[[], bool],
+    groups: tuple[GroupLag, ...] = (),
 ) -> Snapshot:
     """Copy the counters and sample every partition. On the event loop."""
     samples = []
@@ -84,6 +90,7 @@ def take_snapshot(
         partitions=tuple(samples),
         offline_replicas=offline,
         active_controller=active_controller(),
+        groups=groups,
     )
 
 
