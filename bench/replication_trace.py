@@ -125,8 +125,8 @@ def serve(trace_file: Path, argv: list[str]) -> None:
 
     wait_for_data = replica_manager.wait_for_data
 
-    async def traced_wait(partitions: Any, timeout_ms: int) -> None:
-        await wait_for_data(partitions, timeout_ms)
+    async def traced_wait(*args: Any, **kwargs: Any) -> None:
+        await wait_for_data(*args, **kwargs)
         note = _request.get()
         if note is not None:
             note.setdefault("woken", []).append(_now())
