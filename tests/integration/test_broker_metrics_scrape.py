@@ -49,6 +49,7 @@ def consume(bootstrap: str) -> int:
             message = consumer.poll(30)
             assert message is not None and message.error() is None
             seen += 1
+        assert consumer.poll(1.5) is None  # a fetch or more waited for records, in vain
     finally:
         consumer.close()
     return seen
@@ -56,7 +57,8 @@ def consume(bootstrap: str) -> int:
 
 def test_a_scrape_counts_what_a_real_client_produced_and_consumed(tmp_path: Path) -> None:
     port = free_port()
-    broker = BrokerProcess(tmp_path / "broker", config={"metrics.port": port})
+    broker = BrokerProcess(tmp_path / "broker", config={
+        "metrics.port": port, "consumer.lag.sample.interval.ms": 200})  # fmt: skip
     broker.start()
     try:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
@@ -65,6 +67,7 @@ def test_a_scrape_counts_what_a_real_client_produced_and_consumed(tmp_path: Path
         assert consume(broker.bootstrap) == sum(RECORDS.values())
         url = f"http://127.0.0.1:{port}/metrics"
         samples = poll(lambda: _consumed(scrape(url)), 30, "bytes out reported")
+        lag = poll(lambda: _group_lag(scrape(url)), 30, "the group's lag sampled")
     finally:
         broker.stop()
 
@@ -90,8 +93,27 @@ def test_a_scrape_counts_what_a_real_client_produced_and_consumed(tmp_path: Path
     assert total(samples, "kafka_network_requestmetrics_requests_total", request="Fetch") > 0
     assert total(samples, "kafka_server_replicamanager_underreplicatedpartitions") == 0
     assert total(samples, "kafka_controller_kafkacontroller_activecontrollercount") == 1
+    for phase in ("requestqueuetimems", "localtimems", "remotetimems", "responsesendtimems"):
+        assert total(samples, f"kafka_network_requestmetrics_{phase}_count",
+                     request="Produce") == produce_requests  # fmt: skip
+    fetch_total = total(samples, "kafka_network_requestmetrics_totaltimems_sum", request="Fetch")
+    fetch_remote = total(samples, "kafka_network_requestmetrics_remotetimems_sum", request="Fetch")
+    assert 0 < fetch_remote <= fetch_total  # the consumer's fetches waited for records
+    assert lag == {"lag": 0, "offset": sum(RECORDS.values()), "OK": 1}
     assert ("kafka_server_socket_server_metrics_connection_count",
             (("listener", "PLAINTEXT"),)) in samples  # fmt: skip
+
+
+def _group_lag(samples: Samples) -> dict[str, float] | None:
+    """The consumer group's lag, committed offsets and OK status, once sampled."""
+    group = {"consumergroup": "metrics"}
+    if total(samples, "kafka_consumergroup_current_offset", **group) < sum(RECORDS.values()):
+        return None
+    return {
+        "lag": total(samples, "kafka_consumergroup_lag_sum", **group),
+        "offset": total(samples, "kafka_consumergroup_current_offset", **group),
+        "OK": total(samples, "kafka_consumergroup_status", status="OK", **group),
+    }
 
 
 def _consumed(samples: Samples) -> Samples | None:

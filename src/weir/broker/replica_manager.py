@@ -41,6 +41,7 @@ from weir.broker.partition import (
 from weir.broker.producer_state import ProducerStateError, ProducerStateManager
 from weir.broker.quota_rate import QuotaWindow
 from weir.broker.replication_quota import ReplicationQuotas
+from weir.broker.request_times import remote_wait
 from weir.broker.results import AppendResult, FetchRequestPartition, FetchResult, release
 from weir.clock import Clock
 from weir.records import HEADER_SIZE, BatchHeader, RecordError, validate_batch
@@ -588,7 +589,8 @@ class ReplicaManager:
                 return results
             release(results)
             watched = [p for r in requests if (p := self.get(r.topic, r.partition))]
-            await wait_for_data(watched, remaining, follower=replica_id >= 0)
+            with remote_wait():
+                await wait_for_data(watched, remaining, follower=replica_id >= 0)
 
     def _read_all(
         self,

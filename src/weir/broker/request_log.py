@@ -12,7 +12,6 @@ the reason is what an operator needs).
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -56,16 +55,11 @@ class RequestLog:
         #: where requests are counted for the metrics endpoint; None: not counted
         self.stats: BrokerStats | None = None
 
-    def record(
-        self, request: Request, response: Any, started_ms: int, started_ns: int = 0
-    ) -> None:
-        """Log a handled request; `response` is the handler's result (None or a kio message).
-        `started_ns`: when it was decoded, by `time.perf_counter_ns` (for the metrics)."""
+    def record(self, request: Request, response: Any, started_ms: int) -> None:
+        """Log a handled request; `response` is the handler's result (None or a kio message)."""
         errors = _response_errors(request, response)
         if self.stats is not None:
-            self.stats.answered(request.api_key, request.api_version,
-                                [code for _, code in errors],
-                                time.perf_counter_ns() - started_ns)  # fmt: skip
+            self.stats.answered(request.api_key, request.api_version, [c for _, c in errors])
         if log.isEnabledFor(logging.DEBUG):
             self._debug(request, started_ms, errors)
         if request.api_key == ApiKey.PRODUCE:

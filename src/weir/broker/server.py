@@ -35,6 +35,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from weir import diskio
+from weir.broker import request_times
 from weir.broker.authz.authorizer import from_config as authorizer_from_config
 from weir.broker.authz.gate import refusal
 from weir.broker.client_quotas import (
@@ -548,6 +549,8 @@ class Broker:
         )
         decoder = FrameDecoder(self.config.socket_request_max_bytes)
         held = 0  # bytes of the request budget this connection holds
+        stats = self.stats
+        received_ns = 0  # when the last bytes were read (the frames they completed were read)
         try:
             await self._authenticate_transport(transport, session)
             while True:
@@ -563,8 +566,11 @@ class Broker:
                         held = await self._reserve(decoder)
                     if not await self._receive(transport, decoder, session):
                         return
+                    if stats is not None:
+                        received_ns = time.perf_counter_ns()
                     continue
                 assert not isinstance(payload, NeedData)
+                times = request_times.begin(received_ns) if stats is not None else None
                 try:
                     response = await self._answer(session, payload)
                 finally:
@@ -581,6 +587,9 @@ class Broker:
                     finally:
                         if isinstance(response, ChunkedResponse):
                             response.close()
+                if times is not None and stats is not None and times.api_key >= 0:
+                    stats.timed(times.api_key, times.phases(time.perf_counter_ns()))
+                    request_times.end()
                 if throttle_s:  # KIP-219: the client is over its quota; nothing is read
                     await asyncio.sleep(throttle_s)
                 if session.close_after_response:
@@ -704,7 +713,7 @@ class Broker:
                 raise
             response = api_versions.build(0, ErrorCode.unsupported_version)
             return encode_response(ApiKey.API_VERSIONS, 0, exc.correlation_id, response)
-        started, started_ns = self.clock.monotonic_ms(), time.perf_counter_ns()
+        started = self.clock.monotonic_ms()
         authorizer = self.context.authorizer
         result = refusal(authorizer, request) if authorizer is not None else None
         if result is None:
@@ -713,7 +722,10 @@ class Broker:
                 result = await self._handle_in_request_quota(request, quotas)
             else:
                 result = await HANDLERS[request.api_key](self.context, request)
-        self._request_log.record(request, result, started, started_ns)
+        times = request_times.current()
+        if times is not None:
+            times.api_key, times.handled_ns = request.api_key, time.perf_counter_ns()
+        self._request_log.record(request, result, started)
         if result is None or isinstance(result, ChunkedResponse):
             return result
         return encode_response(request.api_key, request.api_version, request.correlation_id, result)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from kio.schema.errors import ErrorCode
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from weir.broker import request_times
 from weir.broker.context import make
 from weir.broker.metrics.endpoint import serve_metrics
 from weir.broker.metrics.families import BrokerCollector
@@ -24,6 +26,7 @@ from weir.broker.metrics.stats import BrokerStats, request_name
 from weir.broker.partition import PartitionState
 from weir.broker.replica_manager import ReplicaManager
 from weir.broker.request_log import RequestLog
+from weir.broker.request_times import RequestTimes
 from weir.broker.results import FetchRequestPartition, release
 from weir.clock import FakeClock, FakeScheduler
 from weir.protocol.apis import ApiKey, InterBrokerApiKey
@@ -191,10 +194,10 @@ def test_requests_are_counted_by_api_version_and_error_with_their_time(
         make(m.TopicProduceResponse, name=TOPIC, partition_responses=(refused,)),
     ))  # fmt: skip
     produce = Request(ApiKey.PRODUCE, 9, 1, "client", None, None)
-    log.record(produce, response, clock.monotonic_ms(), 0)
+    log.record(produce, response, clock.monotonic_ms())
     fetch = Request(ApiKey.FETCH, 12, 2, "client", None, None)
-    log.record(fetch, None, clock.monotonic_ms(), 0)
-    log.record(fetch, None, clock.monotonic_ms(), 0)
+    log.record(fetch, None, clock.monotonic_ms())
+    log.record(fetch, None, clock.monotonic_ms())
     samples = world.scrape()
     assert samples[("kafka_network_requestmetrics_requests_total",
                     (("request", "Produce"), ("version", "9")))] == 1  # fmt: skip
@@ -204,13 +207,11 @@ def test_requests_are_counted_by_api_version_and_error_with_their_time(
     assert samples[("kafka_network_requestmetrics_errors_total", refused_labels)] == 1
     assert samples[("kafka_network_requestmetrics_errors_total",
                     (("error", "NONE"), ("request", "Fetch")))] == 2  # fmt: skip
-    assert samples[("kafka_network_requestmetrics_totaltimems_count",
-                    (("request", "Fetch"),))] == 2  # fmt: skip
 
 
 def test_the_time_histogram_puts_each_request_in_its_bucket(world: World) -> None:
     for elapsed_ms in (0.1, 0.3, 3, 3, 40_000):
-        world.stats.answered(ApiKey.METADATA, 12, [], int(elapsed_ms * 1_000_000))
+        world.stats.timed(ApiKey.METADATA, [0, 0, 0, 0, int(elapsed_ms * 1_000_000)])
     samples = world.scrape()
 
     def bucket(le: str) -> float:
@@ -221,6 +222,28 @@ def test_the_time_histogram_puts_each_request_in_its_bucket(world: World) -> Non
     assert (bucket("30000"), bucket("+Inf")) == (4, 5)
     total = samples[("kafka_network_requestmetrics_totaltimems_sum", (("request", "Metadata"),))]
     assert total == pytest.approx(40_006.4)
+
+
+def test_a_requests_time_is_split_as_kafkas_request_metrics_split_it() -> None:
+    ms = 1_000_000
+    times = RequestTimes(received_ns=0, started_ns=2 * ms, remote_ns=5 * ms, handled_ns=10 * ms)
+    queue, local, remote, send, total = times.phases(sent_ns=11 * ms)
+    assert (queue, local, remote, send, total) == (2 * ms, 3 * ms, 5 * ms, 1 * ms, 11 * ms)
+
+
+def test_remote_wait_counts_only_for_the_current_request() -> None:
+    async def scenario() -> None:
+        times = request_times.begin(time.perf_counter_ns())
+        with request_times.remote_wait():
+            await asyncio.sleep(0.02)
+        waited = times.remote_ns
+        assert waited >= 20_000_000
+        request_times.end()
+        with request_times.remote_wait():  # no request is timed now: nothing is counted
+            await asyncio.sleep(0.001)
+        assert times.remote_ns == waited
+
+    asyncio.run(scenario())
 
 
 def test_request_names_are_kafkas() -> None:

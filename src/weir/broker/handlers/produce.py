@@ -18,6 +18,7 @@ from kio.schema.errors import ErrorCode
 from weir.broker.authz.checks import produce_error
 from weir.broker.client_quotas import client_identity, throttle_connection
 from weir.broker.context import BrokerContext, make
+from weir.broker.request_times import remote_wait
 from weir.protocol.apis import ApiKey
 from weir.protocol.codec import Request, response_module
 from weir.protocol.errors import InvalidRequestError
@@ -54,7 +55,8 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
             partitions.append(response)
         answered.append((topic.name, partitions))
     if waits:
-        await _wait_replicated(broker, request, m, answered, waits)
+        with remote_wait():
+            await _wait_replicated(broker, request, m, answered, waits)
     topics = [
         make(m.TopicProduceResponse, name=name, partition_responses=tuple(partitions))
         for name, partitions in answered

@@ -9,8 +9,12 @@ Kafka's MBeans (`kafka.server<type=BrokerTopicMetrics, name=BytesInPerSec, topic
     kafka_network_requestmetrics_requests_total{request,version}
     kafka_network_requestmetrics_errors_total{request,error}   per error code in the response
                                                                (NONE once per request without one)
-    kafka_network_requestmetrics_totaltimems{request}          histogram, milliseconds, from
-                                                               decoding a request to its response
+    kafka_network_requestmetrics_totaltimems{request}          histograms, milliseconds: from
+    kafka_network_requestmetrics_requestqueuetimems{request}   the request read to its response
+    kafka_network_requestmetrics_localtimems{request}          written, and its parts (waiting
+    kafka_network_requestmetrics_remotetimems{request}         for the handler, the handler's
+    kafka_network_requestmetrics_responsesendtimems{request}   work, waiting on replicas or data,
+                                                               writing: weir.broker.request_times)
     kafka_server_socket_server_metrics_connection_count{listener}
     kafka_log_log_size{topic,partition}                        bytes of the log's segments
     kafka_log_log_logendoffset{topic,partition}
@@ -63,6 +67,13 @@ LOG = "kafka_log_log_"
 PARTITION = "kafka_cluster_partition_"
 CONSUMER_GROUP = "kafka_consumergroup_"
 _PARTITION_LABELS = ["topic", "partition"]
+PHASE_DOCUMENTATION = {
+    "requestqueuetimems": "milliseconds from the request read to its handler's start",
+    "localtimems": "milliseconds of the handler's own work",
+    "remotetimems": "milliseconds waiting for replicas or for data (acks=all, a parked fetch)",
+    "responsesendtimems": "milliseconds writing the response",
+    "totaltimems": "milliseconds from the request read to its response written",
+}
 
 
 class BrokerCollector(Collector):
@@ -119,20 +130,19 @@ def request_families(snapshot: Snapshot) -> Iterator[Metric]:
     for (name, error), count in sorted(snapshot.errors.items()):
         errors.add_metric([name, error], count)
     yield errors
-    total_time = HistogramMetricFamily(
-        REQUEST_METRICS + "totaltimems",
-        "milliseconds from a decoded request to its response",
-        labels=["request"],
-    )
-    for name, histogram in sorted(snapshot.total_time.items()):
-        cumulative, buckets = 0, []
-        for bound, count in zip(
-            (*map(_bound, TOTAL_TIME_BUCKETS_MS), "+Inf"), histogram.buckets, strict=True
-        ):
-            cumulative += count
-            buckets.append((bound, cumulative))
-        total_time.add_metric([name], buckets, histogram.sum_ns / 1_000_000)
-    yield total_time
+    for phase, documentation in PHASE_DOCUMENTATION.items():
+        family = HistogramMetricFamily(REQUEST_METRICS + phase, documentation, labels=["request"])
+        for (name, timed), histogram in sorted(snapshot.request_times.items()):
+            if timed != phase:
+                continue
+            cumulative, buckets = 0, []
+            for bound, count in zip(
+                (*map(_bound, TOTAL_TIME_BUCKETS_MS), "+Inf"), histogram.buckets, strict=True
+            ):
+                cumulative += count
+                buckets.append((bound, cumulative))
+            family.add_metric([name], buckets, histogram.sum_ns / 1_000_000)
+        yield family
 
 
 def partition_families(snapshot: Snapshot) -> Iterator[Metric]:

@@ -51,7 +51,8 @@ class Snapshot:
     topics: dict[str, TopicCounters]
     requests: dict[tuple[str, int], int]
     errors: dict[tuple[str, str], int]
-    total_time: dict[str, TimeHistogram]
+    #: (request name, phase) -> its times
+    request_times: dict[tuple[str, str], TimeHistogram]
     isr_shrinks: int
     isr_expands: int
     connections: dict[str, int]
@@ -83,7 +84,7 @@ def take_snapshot(
         topics={topic: replace(counters) for topic, counters in stats.topics.items()},
         requests=dict(stats.requests),
         errors=dict(stats.errors),
-        total_time={name: h.copy() for name, h in stats.total_time.items()},
+        request_times={key: h.copy() for key, h in stats.request_times.items()},
         isr_shrinks=stats.isr_shrinks,
         isr_expands=stats.isr_expands,
         connections=dict(stats.connections),

@@ -1,5 +1,6 @@
 """What the broker counts as requests pass: per topic (bytes and messages in, bytes out), per
-request (API, version, error codes, total time), ISR changes and open connections per listener.
+request (API, version, error codes, the time of each phase: `weir.broker.request_times`), ISR
+changes and open connections per listener.
 
 Everything is counted per request, per partition or per batch, never per record: a batch's
 record count comes from its header. A scrape reads these through `snapshot`, on the loop.
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
 
+from weir.broker.request_times import PHASES
 from weir.protocol.apis import ApiKey, InterBrokerApiKey
 
 #: upper bounds of the request time histogram's buckets, in milliseconds (Kafka's TotalTimeMs)
@@ -64,8 +66,8 @@ class BrokerStats:
         self.requests: dict[tuple[str, int], int] = defaultdict(int)
         #: (request name, error name) -> errors counted (NONE once per request without one)
         self.errors: dict[tuple[str, str], int] = defaultdict(int)
-        #: request name -> total time
-        self.total_time: dict[str, TimeHistogram] = {}
+        #: (request name, phase of request_times.PHASES) -> its times
+        self.request_times: dict[tuple[str, str], TimeHistogram] = {}
         self.isr_shrinks = 0
         self.isr_expands = 0
         #: listener name -> connections open now
@@ -92,11 +94,8 @@ class BrokerStats:
             else:
                 counters.bytes_out += size
 
-    def answered(
-        self, api_key: int, version: int, errors: Sequence[ErrorCode], elapsed_ns: int
-    ) -> None:
-        """A request answered with `errors` (its error codes other than NONE), in
-        `elapsed_ns` from decoding to the response."""
+    def answered(self, api_key: int, version: int, errors: Sequence[ErrorCode]) -> None:
+        """A request answered with `errors` (its error codes other than NONE)."""
         name = request_name(api_key)
         self.requests[(name, version)] += 1
         if errors:
@@ -104,10 +103,15 @@ class BrokerStats:
                 self.errors[(name, error.name.upper())] += 1
         else:
             self.errors[(name, "NONE")] += 1
-        histogram = self.total_time.get(name)
-        if histogram is None:
-            histogram = self.total_time[name] = TimeHistogram()
-        histogram.observe(elapsed_ns)
+
+    def timed(self, api_key: int, phases: Sequence[int]) -> None:
+        """A request's nanoseconds in each of `request_times.PHASES`."""
+        name = request_name(api_key)
+        for phase, elapsed_ns in zip(PHASES, phases, strict=True):
+            histogram = self.request_times.get((name, phase))
+            if histogram is None:
+                histogram = self.request_times[(name, phase)] = TimeHistogram()
+            histogram.observe(elapsed_ns)
 
     def isr_changed(self, before: int, after: int) -> None:
         """A leader's ISR went from `before` to `after` members."""
