@@ -4,6 +4,7 @@ back once it has restarted and caught up."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -36,6 +37,10 @@ CONFIG = {
 }
 GROUP = "watchers"
 UNDER_REPLICATED = "sum(kafka_server_replicamanager_underreplicatedpartitions)"
+DASHBOARD = Path(__file__).resolve().parents[2] / "deploy" / "grafana" / "weir-brokers.json"
+#: dashboard panels that must show data once a client produced and a group committed
+PANELS_WITH_DATA = ("Messages in per topic", "p99 total time", "Lag per group",
+                    "Produce: where the time goes (mean ms)", "Log size per topic")  # fmt: skip
 
 
 @pytest.fixture
@@ -110,6 +115,31 @@ def consumer_lag_falls_to_zero(brokers: list[ClusterBroker], prometheus: Prometh
         consumer.close()
 
 
+def dashboard_queries() -> dict[str, list[str]]:
+    """Panel title -> its queries, with the dashboard's variables given their "All" values."""
+    dashboard = json.loads(DASHBOARD.read_text())
+    queries: dict[str, list[str]] = {}
+    for panel in dashboard["panels"]:
+        for target in panel.get("targets", []):
+            expr = target["expr"].replace("$__rate_interval", "1m")
+            expr = expr.replace("$topic", ".*").replace("$group", ".*")
+            queries.setdefault(panel["title"], []).append(expr)
+    return queries
+
+
+def dashboard_evaluates(prometheus: PrometheusServer) -> None:
+    """Every query of the Grafana dashboard is valid PromQL over the brokers' metric names, and
+    the panels that must have data have it."""
+    queries = dashboard_queries()
+    assert set(PANELS_WITH_DATA) <= queries.keys()
+    empty = []
+    for title, exprs in queries.items():
+        for expr in exprs:
+            if not prometheus.query(expr) and title in PANELS_WITH_DATA:
+                empty.append(f"{title}: {expr}")
+    assert not empty, empty
+
+
 def test_prometheus_sees_produced_bytes_and_under_replication_of_a_killed_broker(
     cluster: dict[int, ClusterBroker], prometheus: PrometheusServer, zk_view, figure
 ) -> None:
@@ -133,6 +163,7 @@ def test_prometheus_sees_produced_bytes_and_under_replication_of_a_killed_broker
     assert prometheus.value("sum(kafka_controller_kafkacontroller_activecontrollercount)") == 1
     assert prometheus.value(UNDER_REPLICATED) == 0
     consumer_lag_falls_to_zero(brokers, prometheus)
+    dashboard_evaluates(prometheus)
 
     controller = zk_view.controller()
     victim = cluster[next(n for n in (3, 2, 1) if n != controller)]
