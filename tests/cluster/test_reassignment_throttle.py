@@ -8,6 +8,7 @@ negative throttle is refused with nothing set and nothing moved."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -111,11 +112,20 @@ def test_a_throttled_move_copies_at_the_throttle_with_nothing_lost(
         assert "is still in progress" in in_progress.stdout, in_progress.stdout
         assert throttles_of(admin, 3), "verify keeps the throttles while the move runs"
         deadline = time.monotonic() + 120
+        progress: list[int] = []
         while time.monotonic() < deadline:
             samples.append((time.monotonic(), log_bytes(target)))
             if samples[-1][1] >= log_bytes(source):
                 break
+            if not progress and samples[-1][1] > log_bytes(source) // 4:
+                midway = weir("reassign", "verify", "--reassignment-json-file", str(path),
+                              "--bootstrap-server", bootstrap)  # fmt: skip
+                found = re.search(r"^  replica 3: [\d.]+ MB of [\d.]+ MB \((\d+)%\)$",
+                                  midway.stdout, re.MULTILINE)  # fmt: skip
+                assert found, midway.stdout
+                progress.append(int(found[1]))
             time.sleep(0.25)
+        assert progress and 0 < progress[0] < 100, progress
         copied = time.monotonic() - started
         acked_during = len(history.acked) - acked_at_start
 

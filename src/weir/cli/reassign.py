@@ -48,6 +48,7 @@ from kio.static.primitive import i8, i32, i32Timedelta
 from weir.cli import logdirs
 from weir.cli.broker_socket import BrokerConnection, BrokerConnectionError, connect_any
 from weir.cli.clients import ADMIN_TIMEOUT, add_bootstrap, add_client_settings, security_settings
+from weir.cli.reassign_progress import ProgressReporter, ReplicaCopy, replica_copies, summary
 from weir.cli.reassign_throttle import (
     Change,
     apply_throttle,
@@ -246,6 +247,25 @@ class Cluster:
                 for t in response.responses for p in t.partitions}  # fmt: skip
 
 
+def _copies_by_partition(
+    cluster: Cluster, moving: dict[TopicPartition, tuple[list[int], list[int], list[int]]]
+) -> dict[TopicPartition, list[ReplicaCopy]]:
+    """The copies of `moving`'s added replicas, by partition."""
+    adding = {tp: added for tp, (_, added, _) in moving.items() if added}
+    copies: dict[TopicPartition, list[ReplicaCopy]] = {}
+    if adding:
+        for copy in replica_copies(cluster.metadata, cluster.security, adding):
+            copies.setdefault(copy.partition, []).append(copy)
+    return copies
+
+
+def _drain_progress(cluster: Cluster, moves: dict[TopicPartition, Any]) -> str:
+    moving = {tp: state for tp, state in cluster.ongoing().items() if tp in moves}
+    cluster.refresh()
+    copies = [c for cs in _copies_by_partition(cluster, moving).values() for c in cs]
+    return summary(copies, len(moves) - len(moving), len(moves))
+
+
 # ---- the files -----------------------------------------------------------------------------------
 
 
@@ -417,9 +437,12 @@ def run_verify(args: argparse.Namespace) -> int:
         current = cluster.assignment()
     print("Status of partition reassignment:")
     failed = False
+    copies = _copies_by_partition(cluster, {tp: moving[tp] for tp in plan if tp in moving})
     for tp, target in sorted(plan.items()):
         if tp in moving:
             print(f"Reassignment of partition {_name(tp)} is still in progress.")
+            for copy in copies.get(tp, ()):
+                print(f"  {copy.describe()}")
         elif current.get(tp) == target:
             print(f"Reassignment of partition {_name(tp)} is completed.")
         else:
@@ -563,10 +586,12 @@ def run_drain(args: argparse.Namespace) -> int:
     if args.timeout <= 0:
         return 0
     deadline = time.monotonic() + args.timeout
+    reporter = ProgressReporter(lambda: _drain_progress(cluster, moves))
     while any(tp in moves for tp in cluster.ongoing()):
         if time.monotonic() > deadline:
             raise SystemExit(f"weir: moves still under way after {args.timeout:g}s "
                              "(weir reassign list)")  # fmt: skip
+        reporter.tick()
         time.sleep(1.0)
     print(f"Broker {args.broker} holds no replicas now: it can be stopped.")
     return 0
