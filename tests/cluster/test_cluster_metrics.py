@@ -140,6 +140,23 @@ def dashboard_evaluates(prometheus: PrometheusServer) -> None:
     assert not empty, empty
 
 
+def controller_and_followers_counted(prometheus: PrometheusServer) -> None:
+    """The killed broker's leaderships were elected elsewhere, the controller counted its
+    events and no partition is offline; followers report their lag, 0 once caught up."""
+    elections = prometheus.value("sum(kafka_controller_controllerstats_leaderelections_total)")
+    assert elections is not None and elections >= 1
+    assert prometheus.value(
+        "sum(kafka_controller_controllerstats_uncleanleaderelections_total)") == 0
+    events = prometheus.value("sum(kafka_controller_controllereventmanager_eventqueuetimems_count)")
+    assert events is not None and events > 0
+    assert prometheus.value("sum(kafka_controller_kafkacontroller_offlinepartitionscount)") == 0
+    assert prometheus.value("sum(kafka_controller_kafkacontroller_globalpartitioncount)") == (
+        PARTITIONS + CONFIG["offsets.topic.num.partitions"])
+    wait_for(prometheus, "count(kafka_server_fetcherlagmetrics_consumerlag)",
+             2 * (PARTITIONS + CONFIG["offsets.topic.num.partitions"]))  # fmt: skip
+    wait_for(prometheus, "sum(kafka_server_fetcherlagmetrics_consumerlag)", 0)
+
+
 def test_prometheus_sees_produced_bytes_and_under_replication_of_a_killed_broker(
     cluster: dict[int, ClusterBroker], prometheus: PrometheusServer, zk_view, figure
 ) -> None:
@@ -182,3 +199,4 @@ def test_prometheus_sees_produced_bytes_and_under_replication_of_a_killed_broker
     wait_for(prometheus, f'up{{broker="{victim.node_id}"}}', 1)
     replicas = f'kafka_server_replicamanager_partitioncount{{broker="{victim.node_id}"}}'
     wait_for(prometheus, replicas, everywhere)  # its own endpoint, back with its replicas
+    controller_and_followers_counted(prometheus)

@@ -87,6 +87,8 @@ class ClientQuotaManager:
         self._rates: dict[tuple[str, str], SampledRate] = {}
         self._resolved: dict[tuple[str, str], Quota | None] = {}
         self._last_sweep_ms = 0
+        #: (user, client id) -> [responses throttled, milliseconds of throttle], for the metrics
+        self.throttled: dict[tuple[str, str], list[int]] = {}
 
     @property
     def enabled(self) -> bool:
@@ -116,7 +118,14 @@ class ClientQuotaManager:
             rate = self._rates[tags] = SampledRate(self.window)
         rate.record(value, now_ms)
         measured = rate.measure(now_ms)
-        return throttle_time_ms(measured, bound, rate.window_size_ms(now_ms), self.max_throttle_ms)
+        throttle_ms = throttle_time_ms(
+            measured, bound, rate.window_size_ms(now_ms), self.max_throttle_ms
+        )
+        if throttle_ms:
+            counts = self.throttled.setdefault((user, client_id), [0, 0])
+            counts[0] += 1
+            counts[1] += throttle_ms
+        return throttle_ms
 
     def _sweep(self, now_ms: int) -> None:
         """Forget the clients that sent nothing within all the windows (their rates are 0, as

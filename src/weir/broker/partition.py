@@ -125,6 +125,8 @@ class Partition:
     follower_waiters: list[asyncio.Future[None]] = field(default_factory=list)
     #: the followers and ISR, while this broker leads the partition (None otherwise)
     leader_state: LeaderState | None = None
+    #: the leader's high watermark as this follower's last fetch gave it (-1: none yet)
+    leader_high_watermark: int = -1
     #: acks=all produces waiting for the ISR to reach their end offset
     produce_waiters: list[tuple[int, asyncio.Future[ErrorCode]]] = field(default_factory=list)
     #: producer id -> (epoch, base sequence, error) of its next batch in sequence, refused here
@@ -245,6 +247,7 @@ class Partition:
         response gave it, bounded by this replica's log end."""
         if self.role is not FOLLOWER:
             return
+        self.leader_high_watermark = leader_high_watermark
         self.log.update_high_watermark(min(leader_high_watermark, self.log.log_end_offset))
 
     def replicated(self, end_offset: int) -> bool:

@@ -59,7 +59,7 @@ from weir.broker.handlers import HANDLERS, api_versions
 from weir.broker.log_dir_mover import LogDirMovers
 from weir.broker.meta_properties import check_and_write as check_meta_properties
 from weir.broker.metrics.endpoint import MetricsEndpoint, serve_metrics
-from weir.broker.metrics.snapshot import Snapshot, take_snapshot
+from weir.broker.metrics.snapshot import ControllerSample, Snapshot, Sources, take_snapshot
 from weir.broker.metrics.stats import BrokerStats
 from weir.broker.quota_rate import QuotaWindow
 from weir.broker.replica_manager import ReplicaManager
@@ -476,8 +476,20 @@ class Broker:
             peer_security=cluster.peer_security if cluster is not None else None,
         )  # fmt: skip
 
+        def controller() -> ControllerSample | None:
+            if cluster is None or not cluster.controller.active:
+                return None
+            counts = cluster.controller.stats
+            return ControllerSample(
+                counts.leader_elections, counts.unclean_leader_elections,
+                counts.offline_partitions, counts.partitions, counts.events,
+                counts.event_queue_ns, cluster.controller.event_queue_size,
+            )  # fmt: skip
+
+        sources = Sources(active_controller, controller, lambda: lag.latest, self.context.quotas)
+
         def take() -> Snapshot:
-            return take_snapshot(stats, replicas, active_controller, lag.latest)
+            return take_snapshot(stats, replicas, sources)
 
         host = self.config.metrics_host or self._endpoints[0].listener.host
         loop = asyncio.get_running_loop()

@@ -21,7 +21,7 @@ from weir.broker import request_times
 from weir.broker.context import make
 from weir.broker.metrics.endpoint import serve_metrics
 from weir.broker.metrics.families import BrokerCollector
-from weir.broker.metrics.snapshot import Snapshot, take_snapshot
+from weir.broker.metrics.snapshot import Snapshot, Sources, take_snapshot
 from weir.broker.metrics.stats import BrokerStats, request_name
 from weir.broker.partition import PartitionState
 from weir.broker.replica_manager import ReplicaManager
@@ -70,7 +70,7 @@ class World:
             release(results)
 
     def snapshot(self) -> Snapshot:
-        return take_snapshot(self.stats, self.replicas, lambda: self.controller)
+        return take_snapshot(self.stats, self.replicas, Sources(lambda: self.controller))
 
     def scrape(self) -> Samples:
         registry = CollectorRegistry(auto_describe=False)

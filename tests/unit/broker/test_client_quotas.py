@@ -62,6 +62,14 @@ def test_a_user_quota_is_shared_by_its_client_ids() -> None:
     assert quotas.record("alice", "two", 5_000) == 5000
 
 
+def test_throttles_given_are_counted_per_client_for_the_metrics() -> None:
+    quotas, _ = manager({QuotaEntity("alice"): 1000.0})
+    assert quotas.record("alice", "one", 10_000) == 0
+    assert quotas.record("alice", "two", 5_000) == 5000
+    assert quotas.record("alice", "two", 0) == 5000
+    assert quotas.throttled == {("alice", "two"): [2, 10_000]}
+
+
 def test_default_client_quota_is_per_client_id() -> None:
     quotas, _ = manager({QuotaEntity(None, D): 1000.0})
     assert quotas.record("alice", "one", 10_000) == 0

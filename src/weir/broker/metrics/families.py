@@ -31,6 +31,16 @@ Kafka's MBeans (`kafka.server<type=BrokerTopicMetrics, name=BytesInPerSec, topic
     kafka_server_replicamanager_isrshrinks_total
     kafka_server_replicamanager_isrexpands_total
     kafka_controller_kafkacontroller_activecontrollercount     1 on the active controller
+    kafka_controller_kafkacontroller_offlinepartitionscount    partitions without a live leader
+    kafka_controller_kafkacontroller_globalpartitioncount      (these two and the next four on
+    kafka_controller_controllerstats_leaderelections_total     the active controller only)
+    kafka_controller_controllerstats_uncleanleaderelections_total
+    kafka_controller_controllereventmanager_eventqueuesize
+    kafka_controller_controllereventmanager_eventqueuetimems   summary: _count and _sum (ms)
+    kafka_server_fetcherlagmetrics_consumerlag{topic,partition}   followers: records behind the
+                                                               leader's high watermark
+    kafka_server_quota_throttle_time_ms_total{quota,user,client_id}   throttle given, per client
+    kafka_server_quota_throttled_responses_total{quota,user,client_id}   (Produce, Fetch, Request)
 
 Consumer lag, for the groups this broker coordinates (`weir.broker.group.lag_monitor`; Kafka
 has no broker MBean for it, so the names are kafka_exporter's, plus Burrow's status):
@@ -53,6 +63,7 @@ from prometheus_client.core import (
     GaugeMetricFamily,
     HistogramMetricFamily,
     Metric,
+    SummaryMetricFamily,
 )
 from prometheus_client.registry import Collector
 
@@ -66,6 +77,9 @@ REPLICA_MANAGER = "kafka_server_replicamanager_"
 LOG = "kafka_log_log_"
 PARTITION = "kafka_cluster_partition_"
 CONSUMER_GROUP = "kafka_consumergroup_"
+CONTROLLER = "kafka_controller_kafkacontroller_"
+CONTROLLER_STATS = "kafka_controller_controllerstats_"
+EVENT_MANAGER = "kafka_controller_controllereventmanager_"
 _PARTITION_LABELS = ["topic", "partition"]
 PHASE_DOCUMENTATION = {
     "requestqueuetimems": "milliseconds from the request read to its handler's start",
@@ -89,6 +103,8 @@ class BrokerCollector(Collector):
         yield from partition_families(snapshot)
         yield from replica_manager_families(snapshot)
         yield from consumer_group_families(snapshot)
+        yield from controller_families(snapshot)
+        yield from throttle_families(snapshot)
         connections = GaugeMetricFamily(
             "kafka_server_socket_server_metrics_connection_count",
             "connections open, per listener", labels=["listener"],
@@ -162,6 +178,14 @@ def partition_families(snapshot: Snapshot) -> Iterator[Metric]:
             "replicas (partitions led here)", lambda p: p.replicas, True,
         ),
     }  # fmt: skip
+    lag = GaugeMetricFamily(
+        "kafka_server_fetcherlagmetrics_consumerlag",
+        "records this follower is behind its leader's high watermark", labels=_PARTITION_LABELS,
+    )  # fmt: skip
+    for sample in snapshot.partitions:
+        if sample.follower_lag >= 0:
+            lag.add_metric([sample.topic, str(sample.partition)], sample.follower_lag)
+    yield lag
     for name, (documentation, value, leaders_only) in gauges.items():
         family = GaugeMetricFamily(name, documentation, labels=_PARTITION_LABELS)
         for sample in snapshot.partitions:
@@ -215,6 +239,44 @@ def consumer_group_families(snapshot: Snapshot) -> Iterator[Metric]:
         for status in GroupStatus:
             statuses.add_metric([group.group, status.value], int(status is group.status))
     yield from (offsets, lags, sums, statuses)
+
+
+def controller_families(snapshot: Snapshot) -> Iterator[Metric]:
+    counts = snapshot.controller
+    if counts is None:
+        return
+    yield _gauge(CONTROLLER + "offlinepartitionscount", "partitions without a live leader",
+                 counts.offline_partitions)  # fmt: skip
+    yield _gauge(CONTROLLER + "globalpartitioncount", "partitions in the cluster",
+                 counts.partitions)  # fmt: skip
+    for name, value, documentation in (
+        ("leaderelections", counts.leader_elections, "partitions given a new leader"),
+        ("uncleanleaderelections", counts.unclean_leader_elections,
+         "leaders elected from outside the ISR"),
+    ):  # fmt: skip
+        family = CounterMetricFamily(CONTROLLER_STATS + name, documentation)
+        family.add_metric([], value)
+        yield family
+    yield _gauge(EVENT_MANAGER + "eventqueuesize", "events waiting for the controller",
+                 counts.event_queue_size)  # fmt: skip
+    yield SummaryMetricFamily(
+        EVENT_MANAGER + "eventqueuetimems", "milliseconds events waited in the controller's queue",
+        count_value=counts.events, sum_value=counts.event_queue_ns / 1_000_000,
+    )  # fmt: skip
+
+
+def throttle_families(snapshot: Snapshot) -> Iterator[Metric]:
+    labels = ["quota", "user", "client_id"]
+    time = CounterMetricFamily(
+        "kafka_server_quota_throttle_time_ms", "milliseconds of throttle given", labels=labels
+    )
+    responses = CounterMetricFamily(
+        "kafka_server_quota_throttled_responses", "responses with a throttle", labels=labels
+    )
+    for (quota, user, client_id), (count, milliseconds) in sorted(snapshot.throttles.items()):
+        time.add_metric([quota, user, client_id], milliseconds)
+        responses.add_metric([quota, user, client_id], count)
+    yield from (time, responses)
 
 
 def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:

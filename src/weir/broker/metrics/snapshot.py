@@ -10,11 +10,12 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
+from weir.broker.client_quotas import ClientQuotas
 from weir.broker.group.lag_monitor import GroupLag
 from weir.broker.metrics.stats import BrokerStats, TimeHistogram, TopicCounters
-from weir.broker.partition import LEADER, OFFLINE, Partition
+from weir.broker.partition import FOLLOWER, LEADER, OFFLINE, Partition
 from weir.broker.replica_manager import ReplicaManager
 
 #: how long a scrape waits for the loop to take its snapshot
@@ -36,6 +37,9 @@ class PartitionSample:
     replicas: int
     in_sync_replicas: int
     min_insync_replicas: int
+    #: while this broker follows the partition: records it is behind the leader's high
+    #: watermark as its last fetch saw it (-1 otherwise)
+    follower_lag: int = -1
 
     @property
     def under_replicated(self) -> bool:
@@ -44,6 +48,32 @@ class PartitionSample:
     @property
     def under_min_isr(self) -> bool:
         return self.leader and self.in_sync_replicas < self.min_insync_replicas
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerSample:
+    """The controller's counts, while this broker is the active controller."""
+
+    leader_elections: int
+    unclean_leader_elections: int
+    offline_partitions: int
+    partitions: int
+    events: int
+    event_queue_ns: int
+    event_queue_size: int
+
+
+@dataclass(frozen=True, slots=True)
+class Sources:
+    """Where a snapshot looks besides the broker's counters."""
+
+    #: whether this broker is the active controller (a single node is its own)
+    active_controller: Callable[[], bool]
+    #: the controller's counts (None: not the active controller, or a single node)
+    controller: Callable[[], ControllerSample | None] = lambda: None
+    #: the consumer lag of the groups coordinated here, as last sampled
+    groups: Callable[[], tuple[GroupLag, ...]] = tuple
+    quotas: ClientQuotas | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,14 +93,12 @@ class Snapshot:
     active_controller: bool
     #: the consumer lag of the groups coordinated here, as last sampled
     groups: tuple[GroupLag, ...] = ()
+    controller: ControllerSample | None = None
+    #: (quota type, user, client id) -> (responses throttled, milliseconds of throttle)
+    throttles: dict[tuple[str, str, str], tuple[int, int]] = field(default_factory=dict)
 
 
-def take_snapshot(
-    stats: BrokerStats,
-    replicas: ReplicaManager,
-    active_controller: Callable[[], bool],
-    groups: tuple[GroupLag, ...] = (),
-) -> Snapshot:
+def take_snapshot(stats: BrokerStats, replicas: ReplicaManager, sources: Sources) -> Snapshot:
     """Copy the counters and sample every partition. On the event loop."""
     samples = []
     offline = 0
@@ -90,9 +118,22 @@ def take_snapshot(
         connections=dict(stats.connections),
         partitions=tuple(samples),
         offline_replicas=offline,
-        active_controller=active_controller(),
-        groups=groups,
+        active_controller=sources.active_controller(),
+        groups=sources.groups(),
+        controller=sources.controller(),
+        throttles=_throttles(sources.quotas),
     )
+
+
+def _throttles(quotas: ClientQuotas | None) -> dict[tuple[str, str, str], tuple[int, int]]:
+    if quotas is None:
+        return {}
+    return {
+        (name, user, client_id): (counts[0], counts[1])
+        for name, manager in (("Produce", quotas.produce), ("Fetch", quotas.fetch),
+                              ("Request", quotas.request))
+        for (user, client_id), counts in manager.throttled.items()
+    }  # fmt: skip
 
 
 def _sample(partition: Partition) -> PartitionSample:
@@ -109,7 +150,14 @@ def _sample(partition: Partition) -> PartitionSample:
         replicas=len(state.replicas) if state is not None else 0,
         in_sync_replicas=len(state.isr) if state is not None else 0,
         min_insync_replicas=log.config.min_insync_replicas,
+        follower_lag=_follower_lag(partition),
     )
+
+
+def _follower_lag(partition: Partition) -> int:
+    if partition.role is not FOLLOWER or partition.leader_high_watermark < 0:
+        return -1
+    return max(partition.leader_high_watermark - partition.log.log_end_offset, 0)
 
 
 def on_loop(

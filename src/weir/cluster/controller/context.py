@@ -14,6 +14,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from weir.cluster.controller.states import PartitionState, ReplicaState
+from weir.cluster.controller.stats import ControllerStats
 from weir.cluster.requests import PartitionView
 from weir.cluster.znodes import BrokerRegistration, TopicAssignment
 from weir.cluster.znodes import PartitionState as LeaderAndIsr
@@ -95,9 +96,11 @@ class ControllerContext:
     leadership: dict[TopicPartition, Leadership] = field(default_factory=dict)
     partition_states: dict[TopicPartition, PartitionState] = field(default_factory=dict)
     replica_states: dict[PartitionReplica, ReplicaState] = field(default_factory=dict)
+    stats: ControllerStats = field(default_factory=ControllerStats)
 
     def reset(self) -> None:
         self.epoch, self.epoch_zk_version = 0, -1
+        self.stats.offline_partitions = self.stats.partitions = 0
         for table in (self.live_brokers, self.topic_ids, self.assignments, self.leadership,
                       self.partition_states, self.replica_states):  # fmt: skip
             table.clear()

@@ -72,6 +72,7 @@ from weir.cluster.controller.leadership import LeaderBalance, LeadershipChanges
 from weir.cluster.controller.reassignment import Reassignments
 from weir.cluster.controller.state_machines import PartitionStateMachine, ReplicaStateMachine
 from weir.cluster.controller.states import PartitionState, ReplicaState
+from weir.cluster.controller.stats import ControllerStats
 from weir.cluster.controller.zk import ControllerMovedError, ControllerZkClient
 from weir.cluster.zk_client import ZooKeeper, ZooKeeperError
 from weir.cluster.znodes import NO_LEADER, ZnodeFormatError
@@ -109,12 +110,13 @@ class Controller:
         self._clock: Clock = clock or SystemClock()
         self._unclean_default = unclean_leader_election
         self._balance = balance
-        self._events = ControllerEventManager(self._handle, self._clock)
+        self.context = ControllerContext()
+        self._events = ControllerEventManager(self._handle, self._clock,
+                                              stats=self.context.stats)  # fmt: skip
         self._active = False
         self._generation = 0
         self._fenced = threading.Event()
         self.controller_id: int | None = None
-        self.context = ControllerContext()
         self._channels = ControllerChannelManager(
             channels or socket_channels(request_timeout_s, connect), listener, self._is_current
         )
@@ -129,6 +131,14 @@ class Controller:
     @property
     def active(self) -> bool:
         return self._active
+
+    @property
+    def stats(self) -> ControllerStats:
+        return self.context.stats
+
+    @property
+    def event_queue_size(self) -> int:
+        return self._events.queue_size
 
     @property
     def epoch(self) -> int:

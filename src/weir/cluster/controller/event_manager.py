@@ -10,10 +10,12 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable
 
 from weir.clock import Clock
 from weir.cluster.controller.events import ControllerEvent, Shutdown
+from weir.cluster.controller.stats import ControllerStats
 
 log = logging.getLogger(__package__)
 
@@ -23,26 +25,37 @@ class ControllerEventManager:
     `queue.Queue`);
     `schedule` from the handling thread only; events are handled on one thread at a time."""
 
-    def __init__(self, handle: Callable[[ControllerEvent], None], clock: Clock,
-                 name: str = "weir-controller") -> None:  # fmt: skip
+    def __init__(
+        self,
+        handle: Callable[[ControllerEvent], None],
+        clock: Clock,
+        name: str = "weir-controller",
+        stats: ControllerStats | None = None,
+    ) -> None:
         self._handle = handle
         self._clock = clock
-        self._queue: queue.Queue[ControllerEvent] = queue.Queue()
+        self._stats = stats if stats is not None else ControllerStats()
+        #: (when queued, by time.perf_counter_ns; the event)
+        self._queue: queue.Queue[tuple[int, ControllerEvent]] = queue.Queue()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._timer: tuple[int, ControllerEvent] | None = None
 
     def put(self, event: ControllerEvent) -> None:
-        self._queue.put(event)
+        self._queue.put((time.perf_counter_ns(), event))
+
+    @property
+    def queue_size(self) -> int:
+        return self._queue.qsize()
 
     def clear_and_put(self, event: ControllerEvent) -> None:
         """Drop the queued events (answering their requesters NOT_CONTROLLER), then queue
         `event`: what a lost session does, as Kafka's `Expire` does."""
         while True:
             try:
-                self._queue.get_nowait().preempt()
+                self._queue.get_nowait()[1].preempt()
             except queue.Empty:
                 break
-        self._queue.put(event)
+        self.put(event)
 
     def schedule(self, event: ControllerEvent, delay_ms: int) -> None:
         """Queue `event` after `delay_ms`; it replaces any timer set before."""
@@ -63,10 +76,11 @@ class ControllerEventManager:
     def _run(self) -> None:
         while True:
             try:
-                event = self._queue.get(timeout=self._until_timer_s())
+                queued_ns, event = self._queue.get(timeout=self._until_timer_s())
             except queue.Empty:
                 event = self._take_due_timer() or ControllerEvent()
-            self._process(event)
+                queued_ns = time.perf_counter_ns()
+            self._process(event, queued_ns)
             if isinstance(event, Shutdown):
                 return
 
@@ -81,7 +95,9 @@ class ControllerEventManager:
         event, self._timer = self._timer[1], None
         return event
 
-    def _process(self, event: ControllerEvent) -> None:
+    def _process(self, event: ControllerEvent, queued_ns: int) -> None:
+        self._stats.events += 1
+        self._stats.event_queue_ns += time.perf_counter_ns() - queued_ns
         try:
             self._handle(event)
         except Exception:
@@ -95,11 +111,11 @@ class ControllerEventManager:
         handled = 0
         while True:
             try:
-                event = self._queue.get_nowait()
+                queued_ns, event = self._queue.get_nowait()
             except queue.Empty:
                 due = self._take_due_timer()
                 if due is None:
                     return handled
-                event = due
-            self._process(event)
+                queued_ns, event = time.perf_counter_ns(), due
+            self._process(event, queued_ns)
             handled += 1

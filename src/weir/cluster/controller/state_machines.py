@@ -79,6 +79,14 @@ class PartitionStateMachine:
             else:
                 self._context.partition_states[tp] = target
         _log_moves("partitions", Counter((c.value, target.value) for _, c in wanted))
+        if wanted:
+            self._count_states()
+
+    def _count_states(self) -> None:
+        states = self._context.partition_states
+        stats = self._context.stats
+        stats.partitions = len(states)
+        stats.offline_partitions = sum(s is PartitionState.OFFLINE for s in states.values())
 
     def write_leadership(
         self, states: Mapping[TopicPartition, LeaderAndIsr], *, create: bool = False,
@@ -98,7 +106,9 @@ class PartitionStateMachine:
                 log.warning("%s-%d: state not written (%r); reloading it", *tp, version)
                 self._reload(tp)
                 continue
+            before = self._context.leadership.get(tp)
             self._context.leadership[tp] = Leadership(states[tp], version)
+            self._count_election(before.state if before is not None else None, states[tp])
             written.add(tp)
         online = {tp for tp in written if states[tp].leader != NO_LEADER}
         self.transition(online, PartitionState.ONLINE)
@@ -106,6 +116,16 @@ class PartitionStateMachine:
         for tp in sorted(written):
             self._tell(tp, is_new, tell_replicas, except_broker)
         return written
+
+    def _count_election(self, before: LeaderAndIsr | None, after: LeaderAndIsr) -> None:
+        """An existing partition given a leader it did not have (a new partition's first
+        leader is not counted); unclean when the new leader was not in the ISR before."""
+        if before is None or after.leader in (NO_LEADER, before.leader):
+            return
+        stats = self._context.stats
+        stats.leader_elections += 1
+        if after.leader not in before.isr:
+            stats.unclean_leader_elections += 1
 
     def _tell(self, tp: TopicPartition, is_new: bool, tell_replicas: bool,
               except_broker: int | None) -> None:  # fmt: skip
