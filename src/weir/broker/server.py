@@ -495,6 +495,7 @@ class Broker:
         loop = asyncio.get_running_loop()
         interval_ms = self.config.consumer_lag_sample_interval_ms
         self._connections.add(loop.create_task(sample_every(lag, interval_ms)))
+        self._connections.add(loop.create_task(stats.sample_loop_idle()))
         self._metrics = serve_metrics(loop, take, host, self.config.metrics_port)
         return self._metrics.port
 

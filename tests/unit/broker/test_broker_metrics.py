@@ -290,3 +290,23 @@ def test_the_endpoint_takes_its_snapshot_on_the_loop_and_serves_from_its_own_thr
         loop.close()
     assert samples[("kafka_log_log_highwatermark", partition_labels(0))] == 2
     assert taken_on == [loop_thread]
+
+
+def test_the_loop_idle_ratio_falls_while_the_loop_computes() -> None:
+    stats = BrokerStats()
+
+    async def scenario() -> tuple[float, float]:
+        sampler = asyncio.ensure_future(stats.sample_loop_idle(interval_s=0.1))
+        await asyncio.sleep(0.25)  # off the CPU
+        quiet = stats.loop_idle_ratio
+        until = time.monotonic() + 0.25
+        while time.monotonic() < until:  # the loop's thread on the CPU, never yielding
+            sum(range(1000))
+        await asyncio.sleep(0)  # the sampler's due wake-up sees the busy stretch
+        await asyncio.sleep(0.01)
+        busy = stats.loop_idle_ratio
+        sampler.cancel()
+        return quiet, busy
+
+    quiet, busy = asyncio.run(scenario())
+    assert 0.0 <= busy < quiet <= 1.0

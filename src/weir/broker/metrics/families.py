@@ -39,6 +39,8 @@ Kafka's MBeans (`kafka.server<type=BrokerTopicMetrics, name=BytesInPerSec, topic
     kafka_controller_controllereventmanager_eventqueuetimems   summary: _count and _sum (ms)
     kafka_server_fetcherlagmetrics_consumerlag{topic,partition}   followers: records behind the
                                                                leader's high watermark
+    kafka_server_kafkarequesthandlerpool_requesthandleravgidlepercent   the event loop's idle
+                                                               share (0 to 1) over the last second
     kafka_server_quota_throttle_time_ms_total{quota,user,client_id}   throttle given, per client
     kafka_server_quota_throttled_responses_total{quota,user,client_id}   (Produce, Fetch, Request)
 
@@ -116,6 +118,11 @@ class BrokerCollector(Collector):
             "kafka_controller_kafkacontroller_activecontrollercount",
             "1 while this broker is the active controller",
             int(snapshot.active_controller),
+        )
+        yield _gauge(
+            "kafka_server_kafkarequesthandlerpool_requesthandleravgidlepercent",
+            "share of the last second the event loop (requests and sockets) was idle",
+            snapshot.loop_idle_ratio,
         )
 
 

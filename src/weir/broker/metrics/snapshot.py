@@ -94,6 +94,7 @@ class Snapshot:
     #: the consumer lag of the groups coordinated here, as last sampled
     groups: tuple[GroupLag, ...] = ()
     controller: ControllerSample | None = None
+    loop_idle_ratio: float = 1.0
     #: (quota type, user, client id) -> (responses throttled, milliseconds of throttle)
     throttles: dict[tuple[str, str, str], tuple[int, int]] = field(default_factory=dict)
 
@@ -122,6 +123,7 @@ def take_snapshot(stats: BrokerStats, replicas: ReplicaManager, sources: Sources
         groups=sources.groups(),
         controller=sources.controller(),
         throttles=_throttles(sources.quotas),
+        loop_idle_ratio=stats.loop_idle_ratio,
     )
 
 

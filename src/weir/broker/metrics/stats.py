@@ -11,9 +11,11 @@ thread never touches them; it asks the loop for a copy.
 
 from __future__ import annotations
 
+import asyncio
 import bisect
 import enum
 import functools
+import time
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -27,6 +29,10 @@ from weir.protocol.apis import ApiKey, InterBrokerApiKey
 TOTAL_TIME_BUCKETS_MS = (0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000,
                          10_000, 30_000)  # fmt: skip
 _BUCKET_BOUNDS_NS = tuple(int(bound * 1_000_000) for bound in TOTAL_TIME_BUCKETS_MS)
+
+
+#: how often the event loop's idle share is sampled
+LOOP_IDLE_INTERVAL_S = 1.0
 
 
 @dataclass(slots=True)
@@ -72,6 +78,9 @@ class BrokerStats:
         self.isr_expands = 0
         #: listener name -> connections open now
         self.connections: dict[str, int] = defaultdict(int)
+        #: the share of the last sampling interval the event loop's thread spent off the CPU
+        #: (it handles every request and every socket: Kafka's handler and network idle ratios)
+        self.loop_idle_ratio = 1.0
 
     def _topic(self, topic: str) -> TopicCounters:
         counters = self.topics.get(topic)
@@ -112,6 +121,18 @@ class BrokerStats:
             if histogram is None:
                 histogram = self.request_times[(name, phase)] = TimeHistogram()
             histogram.observe(elapsed_ns)
+
+    async def sample_loop_idle(self, interval_s: float = LOOP_IDLE_INTERVAL_S) -> None:
+        """Until cancelled: each `interval_s`, the loop thread's CPU time against the wall
+        clock's (`time.thread_time` read on the loop thread) gives `loop_idle_ratio`."""
+        cpu, wall = time.thread_time(), time.monotonic()
+        while True:
+            await asyncio.sleep(interval_s)
+            now_cpu, now_wall = time.thread_time(), time.monotonic()
+            if now_wall > wall:
+                busy = (now_cpu - cpu) / (now_wall - wall)
+                self.loop_idle_ratio = min(max(1.0 - busy, 0.0), 1.0)
+            cpu, wall = now_cpu, now_wall
 
     def isr_changed(self, before: int, after: int) -> None:
         """A leader's ISR went from `before` to `after` members."""
