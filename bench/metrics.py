@@ -84,7 +84,7 @@ def counting_cost(partitions: int, repeat: int = 20_000) -> float:
     started = time.perf_counter_ns()
     for _ in range(repeat):
         for _partition in range(partitions):
-            stats.appended(TOPIC, 16_384, 160)
+            stats.appended(TOPIC, _partition, 16_384, 160)
         stats.answered(0, 9, [])
         stats.timed(0, (10_000, 200_000, 1_000_000, 20_000, 1_230_000))
     return round((time.perf_counter_ns() - started) / repeat)

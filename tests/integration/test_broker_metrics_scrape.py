@@ -79,9 +79,12 @@ def test_a_scrape_counts_what_a_real_client_produced_and_consumed(tmp_path: Path
     overhead = bytes_in - values
     assert 0 < overhead <= RECORD_OVERHEAD * sum(RECORDS.values()) + BATCH_HEADER * batches_at_most
     assert bytes_in == total(samples, "kafka_log_log_size", **topic)  # stored as they came
+    assert bytes_in == total(samples, "kafka_server_brokerpartitionmetrics_bytesin_total", **topic)
     assert total(samples, "kafka_server_brokertopicmetrics_messagesin_total", **topic) == 500
     for partition, count in RECORDS.items():
         where = {**topic, "partition": str(partition)}
+        assert total(samples, "kafka_server_brokerpartitionmetrics_messagesin_total",
+                     **where) == count  # fmt: skip
         assert total(samples, "kafka_log_log_highwatermark", **where) == count
         assert total(samples, "kafka_log_log_logendoffset", **where) == count
         assert total(samples, "kafka_log_log_logstartoffset", **where) == 0

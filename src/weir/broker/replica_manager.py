@@ -424,7 +424,7 @@ class ReplicaManager:
         stored = stored_form(records, header, config)
         result = self._append_validated(partition, stored, defer_sync=acks != 1)
         if self.stats is not None and result.error is ErrorCode.none:
-            self.stats.appended(topic, len(records), header.records_count)
+            self.stats.appended(topic, index, len(records), header.records_count)
         return result
 
     def append_marker(self, topic: str, index: int, batch: bytes, commit: bool) -> AppendResult:
@@ -584,7 +584,8 @@ class ReplicaManager:
                 if replica_id >= 0 and self.replication_quotas.leader.enabled:
                     self._record_throttled(results, replica_id)
                 if self.stats is not None:
-                    sizes = [(r.topic, r.data.size) for r in results if r.data is not None]
+                    sizes = [(r.topic, r.partition, r.data.size)
+                             for r in results if r.data is not None]  # fmt: skip
                     self.stats.fetched(sizes, by_follower=replica_id >= 0)
                 return results
             release(results)

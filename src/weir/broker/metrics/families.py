@@ -6,6 +6,8 @@ Kafka's MBeans (`kafka.server<type=BrokerTopicMetrics, name=BytesInPerSec, topic
     kafka_server_brokertopicmetrics_messagesin_total{topic}    produced records (batch headers)
     kafka_server_brokertopicmetrics_bytesout_total{topic}      record bytes fetched by consumers
     kafka_server_brokertopicmetrics_replicationbytesout_total{topic}   ... by followers
+    kafka_server_brokerpartitionmetrics_..._total{topic,partition}   the same four per partition
+                                                               (weir's: Kafka counts per topic)
     kafka_network_requestmetrics_requests_total{request,version}
     kafka_network_requestmetrics_errors_total{request,error}   per error code in the response
                                                                (NONE once per request without one)
@@ -74,6 +76,7 @@ from weir.broker.metrics.stats import TOTAL_TIME_BUCKETS_MS
 from weir.cluster.consumer_lag import GroupStatus
 
 TOPIC_METRICS = "kafka_server_brokertopicmetrics_"
+PARTITION_TRAFFIC = "kafka_server_brokerpartitionmetrics_"
 REQUEST_METRICS = "kafka_network_requestmetrics_"
 REPLICA_MANAGER = "kafka_server_replicamanager_"
 LOG = "kafka_log_log_"
@@ -127,17 +130,28 @@ class BrokerCollector(Collector):
 
 
 def topic_families(snapshot: Snapshot) -> Iterator[Metric]:
+    """Per topic (Kafka's BrokerTopicMetrics), and per partition (weir's)."""
     fields = {
         "bytesin": ("bytes_in", "record bytes produced to partitions led here"),
         "messagesin": ("messages_in", "records produced (counted from batch headers)"),
         "bytesout": ("bytes_out", "record bytes sent to consumers"),
         "replicationbytesout": ("replication_bytes_out", "record bytes sent to followers"),
     }
+    traffic = sorted(snapshot.traffic.items())
     for name, (attribute, documentation) in fields.items():
+        per_topic: dict[str, int] = {}
+        per_partition = CounterMetricFamily(
+            PARTITION_TRAFFIC + name, documentation, labels=_PARTITION_LABELS
+        )
+        for (topic, partition), counters in traffic:
+            value = getattr(counters, attribute)
+            per_topic[topic] = per_topic.get(topic, 0) + value
+            per_partition.add_metric([topic, str(partition)], value)
         family = CounterMetricFamily(TOPIC_METRICS + name, documentation, labels=["topic"])
-        for topic, counters in sorted(snapshot.topics.items()):
-            family.add_metric([topic], getattr(counters, attribute))
+        for topic, value in per_topic.items():
+            family.add_metric([topic], value)
         yield family
+        yield per_partition
 
 
 def request_families(snapshot: Snapshot) -> Iterator[Metric]:

@@ -78,7 +78,8 @@ class Sources:
 
 @dataclass(frozen=True, slots=True)
 class Snapshot:
-    topics: dict[str, TopicCounters]
+    #: (topic, partition) -> its traffic
+    traffic: dict[tuple[str, int], TopicCounters]
     requests: dict[tuple[str, int], int]
     errors: dict[tuple[str, str], int]
     #: (request name, phase) -> its times
@@ -110,7 +111,7 @@ def take_snapshot(stats: BrokerStats, replicas: ReplicaManager, sources: Sources
             samples.append(_sample(partition))
     offline += len(replicas.log_manager.offline_partitions - replicas.partitions.keys())
     return Snapshot(
-        topics={topic: replace(counters) for topic, counters in stats.topics.items()},
+        traffic={key: replace(counters) for key, counters in stats.partitions.items()},
         requests=dict(stats.requests),
         errors=dict(stats.errors),
         request_times={key: h.copy() for key, h in stats.request_times.items()},

@@ -67,7 +67,8 @@ class BrokerStats:
     """The broker's counters since it started. Event-loop only (see the module)."""
 
     def __init__(self) -> None:
-        self.topics: dict[str, TopicCounters] = {}
+        #: (topic, partition) -> its traffic through this broker
+        self.partitions: dict[tuple[str, int], TopicCounters] = {}
         #: (request name, version) -> requests answered
         self.requests: dict[tuple[str, int], int] = defaultdict(int)
         #: (request name, error name) -> errors counted (NONE once per request without one)
@@ -82,22 +83,22 @@ class BrokerStats:
         #: (it handles every request and every socket: Kafka's handler and network idle ratios)
         self.loop_idle_ratio = 1.0
 
-    def _topic(self, topic: str) -> TopicCounters:
-        counters = self.topics.get(topic)
+    def _partition(self, topic: str, partition: int) -> TopicCounters:
+        counters = self.partitions.get((topic, partition))
         if counters is None:
-            counters = self.topics[topic] = TopicCounters()
+            counters = self.partitions[(topic, partition)] = TopicCounters()
         return counters
 
-    def appended(self, topic: str, size: int, records: int) -> None:
+    def appended(self, topic: str, partition: int, size: int, records: int) -> None:
         """A client's batch of `records` records and `size` bytes appended as leader."""
-        counters = self._topic(topic)
+        counters = self._partition(topic, partition)
         counters.bytes_in += size
         counters.messages_in += records
 
-    def fetched(self, sizes: Iterable[tuple[str, int]], *, by_follower: bool) -> None:
-        """Record bytes a fetch sends: (topic, bytes) per partition read."""
-        for topic, size in sizes:
-            counters = self._topic(topic)
+    def fetched(self, sizes: Iterable[tuple[str, int, int]], *, by_follower: bool) -> None:
+        """Record bytes a fetch sends: (topic, partition, bytes) per partition read."""
+        for topic, partition, size in sizes:
+            counters = self._partition(topic, partition)
             if by_follower:
                 counters.replication_bytes_out += size
             else:
