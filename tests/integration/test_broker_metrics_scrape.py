@@ -103,6 +103,7 @@ def test_a_scrape_counts_what_a_real_client_produced_and_consumed(tmp_path: Path
     fetch_remote = total(samples, "kafka_network_requestmetrics_remotetimems_sum", request="Fetch")
     assert 0 < fetch_remote <= fetch_total  # the consumer's fetches waited for records
     assert lag == {"lag": 0, "offset": sum(RECORDS.values()), "OK": 1}
+    assert ("kafka_log_logflushstats_logflushrateandtimems_count", ()) in samples
     assert ("kafka_server_socket_server_metrics_connection_count",
             (("listener", "PLAINTEXT"),)) in samples  # fmt: skip
 

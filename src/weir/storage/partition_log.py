@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,6 +63,7 @@ from weir.storage.files import (
     SWAP_SUFFIX,
     TRANSACTIONS_MARKER,
 )
+from weir.storage.flush_stats import FLUSHES
 from weir.storage.leader_epoch import LeaderEpochCache
 from weir.storage.log_flush import (
     FlushCallback,
@@ -431,8 +433,10 @@ class PartitionLog:
     def _run_flush(self, plan: FlushPlan) -> None:
         """Sync what `plan` names (without the log's lock, unless the caller holds it), then
         move the recovery point and tell those waiting."""
+        started = time.perf_counter_ns()
         try:
             self._sync(plan)
+            FLUSHES.observe(time.perf_counter_ns() - started)
         except OSError as exc:
             with self._lock:
                 waiting = self._flushes.fail_all()

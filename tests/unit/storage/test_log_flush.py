@@ -16,6 +16,7 @@ from storage_helpers import OpenLog, all_values, batch
 from weir import diskio
 from weir.storage import LogConfig, PartitionLog
 from weir.storage.errors import LogDirectoryError
+from weir.storage.flush_stats import FLUSHES
 
 STALL_MS = 1500
 
@@ -124,3 +125,14 @@ def test_a_waiter_that_fails_does_not_stop_the_flush_or_the_others(open_log: Ope
     log.when_flushed(3, told.append)
     log.flush()
     assert told == [True] and log.recovery_point == 3
+
+
+def test_each_flush_is_timed_for_the_metrics(open_log: OpenLog) -> None:
+    log = open_log(LogConfig())
+    before = FLUSHES.copy()
+    fill(log, 3)
+    log.flush()
+    after = FLUSHES.copy()
+    assert after.count == before.count + 1
+    assert after.sum_ns > before.sum_ns
+    assert sum(after.buckets) == after.count

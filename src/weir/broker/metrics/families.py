@@ -41,6 +41,7 @@ Kafka's MBeans (`kafka.server<type=BrokerTopicMetrics, name=BytesInPerSec, topic
     kafka_controller_controllereventmanager_eventqueuetimems   summary: _count and _sum (ms)
     kafka_server_fetcherlagmetrics_consumerlag{topic,partition}   followers: records behind the
                                                                leader's high watermark
+    kafka_log_logflushstats_logflushrateandtimems              histogram: each log flush's ms
     kafka_server_kafkarequesthandlerpool_requesthandleravgidlepercent   the event loop's idle
                                                                share (0 to 1) over the last second
     kafka_server_quota_throttle_time_ms_total{quota,user,client_id}   throttle given, per client
@@ -60,7 +61,7 @@ Counters count since the broker started. Built in the scrape thread from a `Snap
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -74,6 +75,7 @@ from prometheus_client.registry import Collector
 from weir.broker.metrics.snapshot import PartitionSample, Snapshot
 from weir.broker.metrics.stats import TOTAL_TIME_BUCKETS_MS
 from weir.cluster.consumer_lag import GroupStatus
+from weir.storage.flush_stats import FLUSH_BUCKETS_MS
 
 TOPIC_METRICS = "kafka_server_brokertopicmetrics_"
 PARTITION_TRAFFIC = "kafka_server_brokerpartitionmetrics_"
@@ -110,6 +112,12 @@ class BrokerCollector(Collector):
         yield from consumer_group_families(snapshot)
         yield from controller_families(snapshot)
         yield from throttle_families(snapshot)
+        if snapshot.flushes is not None:
+            yield _histogram(
+                "kafka_log_logflushstats_logflushrateandtimems",
+                "milliseconds each partition log's flush (fdatasync) took",
+                FLUSH_BUCKETS_MS, snapshot.flushes.buckets, snapshot.flushes.sum_ns,
+            )  # fmt: skip
         connections = GaugeMetricFamily(
             "kafka_server_socket_server_metrics_connection_count",
             "connections open, per listener", labels=["listener"],
@@ -298,6 +306,18 @@ def throttle_families(snapshot: Snapshot) -> Iterator[Metric]:
         time.add_metric([quota, user, client_id], milliseconds)
         responses.add_metric([quota, user, client_id], count)
     yield from (time, responses)
+
+
+def _histogram(
+    name: str, documentation: str, bounds: Sequence[float], counts: Sequence[int], sum_ns: int
+) -> HistogramMetricFamily:
+    family = HistogramMetricFamily(name, documentation)
+    cumulative, buckets = 0, []
+    for bound, count in zip((*map(_bound, bounds), "+Inf"), counts, strict=True):
+        cumulative += count
+        buckets.append((bound, cumulative))
+    family.add_metric([], buckets, sum_ns / 1_000_000)
+    return family
 
 
 def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:

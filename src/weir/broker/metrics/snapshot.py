@@ -17,6 +17,7 @@ from weir.broker.group.lag_monitor import GroupLag
 from weir.broker.metrics.stats import BrokerStats, TimeHistogram, TopicCounters
 from weir.broker.partition import FOLLOWER, LEADER, OFFLINE, Partition
 from weir.broker.replica_manager import ReplicaManager
+from weir.storage.flush_stats import FLUSHES, FlushTimes
 
 #: how long a scrape waits for the loop to take its snapshot
 SNAPSHOT_TIMEOUT_S = 10.0
@@ -96,6 +97,7 @@ class Snapshot:
     groups: tuple[GroupLag, ...] = ()
     controller: ControllerSample | None = None
     loop_idle_ratio: float = 1.0
+    flushes: FlushTimes | None = None
     #: (quota type, user, client id) -> (responses throttled, milliseconds of throttle)
     throttles: dict[tuple[str, str, str], tuple[int, int]] = field(default_factory=dict)
 
@@ -125,6 +127,7 @@ def take_snapshot(stats: BrokerStats, replicas: ReplicaManager, sources: Sources
         controller=sources.controller(),
         throttles=_throttles(sources.quotas),
         loop_idle_ratio=stats.loop_idle_ratio,
+        flushes=FLUSHES.copy(),
     )
 
 
