@@ -4,18 +4,22 @@ Starts a single-node broker (embedded metadata) as a child process, produces the
 into a topic (key = the source system), runs the log ETL job on Spark (`local[*]`) as a stream
 with an available-now trigger to a Parquet warehouse, prints rows per source and level, the
 quarantined lines and where the tables are, and stops what it started. Everything lives in a
-temporary directory unless `data_dir` is given.
+temporary directory unless `data_dir` is given. While the ETL runs it reports how many records
+it has read (the stream takes the backlog in a few micro-batches, so there is progress to see).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -25,6 +29,10 @@ from weir.cli.table import print_table
 
 TOPIC = "logs.raw"
 PARTITIONS = 3
+#: the backlog is read in about this many micro-batches
+ETL_BATCHES = 4
+#: how often the ETL's progress is looked at
+PROGRESS_INTERVAL_S = 1.0
 
 
 def run_pipeline_demo(data_dir: Path | None) -> int:
@@ -101,8 +109,9 @@ def _etl_and_report(bootstrap: str, root: Path, total: int) -> int:
     try:
         started = time.monotonic()
         job = LogsJob(bootstrap=bootstrap, topic=TOPIC, warehouse=warehouse,
-                      checkpoint=root / "checkpoint", once=True)  # fmt: skip
-        summary = run_logs_job(spark, job)
+                      checkpoint=root / "checkpoint", once=True,
+                      max_records_per_trigger=max(total // ETL_BATCHES, 1))  # fmt: skip
+        summary = _with_progress(spark, lambda: run_logs_job(spark, job), total, started)
         seconds = time.monotonic() - started
         print(
             f"ETL: {summary.records:,} records -> {summary.logs:,} parsed rows, "
@@ -128,6 +137,53 @@ def _etl_and_report(bootstrap: str, root: Path, total: int) -> int:
         f"(spark.read.parquet('{warehouse}/logs'))"
     )
     return 0 if summary.records == total else 1
+
+
+def _with_progress(spark: Any, run: Any, total: int, started: float) -> Any:
+    """`run()` on a thread of its own; meanwhile, each time the stream has read more, a line
+    with the records read so far (the end offsets of the query's last progress report: the
+    topic's offsets start at 0)."""
+    outcome: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            outcome["result"] = run()
+        except BaseException as exc:  # handed to the caller's thread
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=target, name="weir-demo-etl", daemon=True)
+    thread.start()
+    queries: dict[str, Any] = {}
+    reported = 0
+    while reported < total:
+        running = thread.is_alive()
+        thread.join(PROGRESS_INTERVAL_S)
+        for query in spark.streams.active:
+            queries.setdefault(query.id, query)
+        read = sum(_offsets_read(q.lastProgress) for q in queries.values())
+        if read > reported:
+            reported = read
+            print(f"ETL: {read:,} of {total:,} records read ({read / total:.0%}) "
+                  f"after {time.monotonic() - started:.0f} s", flush=True)  # fmt: skip
+        if not running:
+            break
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["result"]
+
+
+def _offsets_read(progress: Any) -> int:
+    """The records a streaming query's progress report says it has read, summed over the
+    partitions of its sources' end offsets ({"topic": {"partition": offset}})."""
+    read = 0
+    for source in (progress or {}).get("sources", ()):
+        end = source.get("endOffset")
+        if isinstance(end, str):
+            end = json.loads(end)
+        for partitions in (end or {}).values():
+            if isinstance(partitions, dict):
+                read += sum(int(offset) for offset in partitions.values())
+    return read
 
 
 def _print_levels(spark: object, warehouse: Path) -> None:
