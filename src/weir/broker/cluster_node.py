@@ -48,7 +48,7 @@ from weir.cluster import znodes
 from weir.cluster.client_quota_configs import ZooKeeperClientQuotaConfigs
 from weir.cluster.controller import Controller, LeaderBalance
 from weir.cluster.entity_configs import ZooKeeperEntityConfigs, ZooKeeperUserConfigs
-from weir.cluster.placement import BrokerSpec, assign
+from weir.cluster.placement import BrokerSpec, PlacementError, assign, no_broker_in_pool
 from weir.cluster.requests import (
     ALTER_PARTITION_VERSION,
     CONTROLLED_SHUTDOWN_VERSION,
@@ -216,7 +216,7 @@ class ClusterNode:
         main = (plaintext or list(endpoints))[0]
         registration = BrokerRegistration(
             node_id=self.config.node_id, host=main.host, port=main.port, rack=self.config.rack,
-            endpoints=endpoints,
+            endpoints=endpoints, pool=self.config.broker_pool,
         )  # fmt: skip
         self.broker_epoch = self.store.register(registration)
         self.store.add_session_listener(self._on_session)
@@ -388,6 +388,16 @@ class ClusterNode:
             return None
         return partition.leader, (broker.host, broker.port)
 
+    def broker_pools(self) -> dict[int, str]:
+        """Each live broker's `broker.pool` ("" for none), from its registration."""
+        return {node_id: b.pool or "" for node_id, b in self.store.live_brokers().items()}
+
+    def outside_pool(self, brokers: set[int], pool: str) -> list[int]:
+        """Those of `brokers` not in `pool` (the live ones' pools are known; others count as
+        in none)."""
+        pools = self.broker_pools()
+        return sorted(b for b in brokers if pools.get(b, "") != pool)
+
     def live_brokers(self) -> dict[int, LiveBroker]:
         if self.cache.brokers:
             return self.cache.brokers
@@ -407,9 +417,15 @@ class ClusterNode:
         strategy: str,
         *,
         start_partition: int = 0,
+        pool: str = "",
     ) -> list[list[int]]:
-        """Replica lists for new partitions; PlacementError if they cannot be placed."""
-        brokers = [BrokerSpec(b.node_id, b.rack) for b in self.live_brokers().values()]
+        """Replica lists for new partitions, on the live brokers of `pool` (empty: the brokers
+        in no pool); PlacementError if they cannot be placed."""
+        pools = self.broker_pools()
+        brokers = [BrokerSpec(b.node_id, b.rack) for b in self.live_brokers().values()
+                   if pools.get(b.node_id, "") == pool]  # fmt: skip
+        if not brokers:
+            raise PlacementError(no_broker_in_pool(pool))
         if any(b.rack for b in brokers) and not all(b.rack for b in brokers):
             brokers = [BrokerSpec(b.node_id, None) for b in brokers]  # as Kafka's "disabled"
         placed = assign(

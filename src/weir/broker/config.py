@@ -85,6 +85,9 @@ class BrokerConfig:
     replication_quota_window_num: int = 11
     replication_quota_window_size_seconds: int = 1
     rack: str | None = None
+    #: the pool of brokers this one belongs to (a tenant's machines); topics pinned to a pool
+    #: (`replica.placement.pool`) are placed on its brokers only, the others on brokers of none
+    broker_pool: str | None = None
     zookeeper: str | None = None
     zookeeper_session_timeout_ms: int = 18_000
     zookeeper_connection_timeout_ms: int = 18_000

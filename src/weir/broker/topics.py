@@ -28,7 +28,7 @@ from weir.broker.config import BrokerConfig
 from weir.broker.partition_limit import limit_refusal
 from weir.broker.replica_manager import CREATION_SLICE, ReplicaManager
 from weir.cluster.metadata import MetadataError, MetadataStore, TopicInfo, validate_topic_name
-from weir.cluster.placement import PlacementError
+from weir.cluster.placement import PlacementError, pool_refusal
 from weir.cluster.zookeeper import ZooKeeperUnavailableError
 from weir.storage import LogConfig, StorageError
 
@@ -285,9 +285,13 @@ class TopicManager:
         replicas: list[list[int]] | None,
     ) -> TopicInfo:
         """The ZooKeeper write; the controller has the replicas open their logs."""
+        config = self.check_configs(configs)
         if replicas is None:
-            strategy = self.check_configs(configs).replica_placement_strategy
-            replicas = self._place(name, partitions, replication, strategy)
+            replicas = self._place(name, partitions, replication,
+                                   config.replica_placement_strategy,
+                                   pool=config.replica_placement_pool)  # fmt: skip
+        else:
+            self._check_pool(replicas, config.replica_placement_pool)
         placed = replicas
         return _stored(lambda: self.metadata.create_topic(name, partitions, configs, placed))
 
@@ -339,15 +343,24 @@ class TopicManager:
         return await self.create(name, partitions, {}, replication=replication)
 
     def _place(
-        self, name: str, partitions: int, replication: int, strategy: str, start: int = 0
-    ) -> list[list[int]]:
+        self, name: str, partitions: int, replication: int, strategy: str, start: int = 0,
+        *, pool: str = "",
+    ) -> list[list[int]]:  # fmt: skip
         assert self.cluster is not None
         try:
             return self.cluster.place(
-                name, partitions, replication, strategy, start_partition=start
+                name, partitions, replication, strategy, start_partition=start, pool=pool
             )
         except PlacementError as exc:
             raise TopicError(ErrorCode.invalid_replication_factor, str(exc)) from None
+
+    def _check_pool(self, replicas: list[list[int]], pool: str) -> None:
+        """INVALID_REPLICA_ASSIGNMENT if a replica given by hand is on a broker outside the
+        topic's pool."""
+        assert self.cluster is not None
+        outside = self.cluster.outside_pool({b for r in replicas for b in r}, pool)
+        if outside:
+            raise TopicError(ErrorCode.invalid_replica_assignment, pool_refusal(outside, pool))
 
     async def delete(self, name: str) -> TopicInfo:
         if refused := internal_topic_error(name, "it cannot be deleted"):
@@ -398,10 +411,13 @@ class TopicManager:
         if validate_only:
             return info
         if self.cluster is not None:
-            strategy = self.log_config(info).replica_placement_strategy
+            config = self.log_config(info)
+            if replicas:
+                self._check_pool(replicas, config.replica_placement_pool)
             placed = replicas or self._place(
-                name, total - info.partitions, replication, strategy, info.partitions
-            )
+                name, total - info.partitions, replication, config.replica_placement_strategy,
+                info.partitions, pool=config.replica_placement_pool,
+            )  # fmt: skip
             return _stored(lambda: self.metadata.add_partitions(name, total, placed))
         added = range(info.partitions, total)
         self._growing[name] = len(added)

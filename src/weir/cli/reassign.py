@@ -59,10 +59,12 @@ from weir.cli.reassign_throttle import (
 from weir.cluster.placement import (
     CONSISTENT_HASH,
     KAFKA,
+    POOL_CONFIG,
     BrokerSpec,
     HashRing,
     PlacementError,
     assign,
+    no_broker_in_pool,
 )
 from weir.protocol.apis import ApiKey
 from weir.protocol.client_settings import ClientSecurity, ClientSettingsError
@@ -77,6 +79,8 @@ TIMEOUT = datetime.timedelta(seconds=30)
 TopicPartition = tuple[str, int]
 TOPIC_RESOURCE = 2
 PLACEMENT_STRATEGY = "replica.placement.strategy"
+BROKER_RESOURCE = 4
+BROKER_POOL = "broker.pool"
 
 
 def register(commands: Any) -> None:
@@ -131,25 +135,57 @@ class Cluster:
 
     def strategies(self, topics: list[str]) -> dict[str, str]:
         """Each topic's `replica.placement.strategy` (its own, or the brokers' default)."""
+        return {topic: values.get(PLACEMENT_STRATEGY) or KAFKA
+                for topic, values in self._topic_placement(topics).items()}  # fmt: skip
+
+    def topic_pools(self, topics: list[str]) -> dict[str, str]:
+        """Each topic's `replica.placement.pool` ("": none)."""
+        return {topic: values.get(POOL_CONFIG) or ""
+                for topic, values in self._topic_placement(topics).items()}  # fmt: skip
+
+    def _topic_placement(self, topics: list[str]) -> dict[str, dict[str, str | None]]:
         if not topics:
             return {}
-        body = describe_configs.DescribeConfigsRequest(
-            resources=tuple(describe_configs.DescribeConfigsResource(
-                resource_type=i8(TOPIC_RESOURCE), resource_name=topic,
-                configuration_keys=(PLACEMENT_STRATEGY,)) for topic in topics),
-            include_synonyms=False,
-        )  # fmt: skip
-        with connect_any(self.bootstrap, self.security, timeout=ADMIN_TIMEOUT,
-                         client_id=CLIENT_ID) as conn:  # fmt: skip
-            response = conn.call(ApiKey.DESCRIBE_CONFIGS, 1, body)
         found = {}
-        for result in response.results:
+        for result in self._describe(TOPIC_RESOURCE, topics, (PLACEMENT_STRATEGY, POOL_CONFIG)):
             if result.error_code is not ErrorCode.none:
                 raise SystemExit(f"weir: {result.resource_name}: "
                                  f"{result.error_code.name.upper()}: {result.error_message}")
-            values = {c.name: c.value for c in result.configs}
-            found[result.resource_name] = values.get(PLACEMENT_STRATEGY) or KAFKA
+            found[result.resource_name] = {c.name: c.value for c in result.configs}
         return found
+
+    def broker_pools(self) -> dict[int, str]:
+        """Each broker's `broker.pool` ("": none), asked of the broker itself; a broker that
+        cannot be asked counts as in none."""
+        pools = {}
+        for node in self.metadata.brokers:
+            try:
+                results = self._describe(BROKER_RESOURCE, [str(node.node_id)], (BROKER_POOL,),
+                                         address=(node.host, node.port))  # fmt: skip
+            except BrokerConnectionError:
+                results = []
+            values = {c.name: c.value for r in results for c in r.configs}
+            pools[node.node_id] = values.get(BROKER_POOL) or ""
+        return pools
+
+    def _describe(
+        self, resource_type: int, names: list[str], keys: tuple[str, ...],
+        address: tuple[str, int] | None = None,
+    ) -> Any:  # fmt: skip
+        body = describe_configs.DescribeConfigsRequest(
+            resources=tuple(describe_configs.DescribeConfigsResource(
+                resource_type=i8(resource_type), resource_name=name,
+                configuration_keys=keys) for name in names),
+            include_synonyms=False,
+        )  # fmt: skip
+        if address is None:
+            connection = connect_any(self.bootstrap, self.security, timeout=ADMIN_TIMEOUT,
+                                     client_id=CLIENT_ID)  # fmt: skip
+        else:
+            connection = BrokerConnection(*address, self.security, timeout=ADMIN_TIMEOUT,
+                                          client_id=CLIENT_ID)  # fmt: skip
+        with connection as conn:
+            return conn.call(ApiKey.DESCRIBE_CONFIGS, 1, body).results
 
     def _metadata(self) -> Any:
         with connect_any(self.bootstrap, self.security, timeout=ADMIN_TIMEOUT,
@@ -339,13 +375,19 @@ def run_generate(args: argparse.Namespace) -> int:
         raise SystemExit(f"weir: unknown topic {', '.join(missing)}")
     specs = broker_specs({node_id: known[node_id] for node_id in wanted})
     strategies = cluster.strategies(topics)
+    topic_pools = cluster.topic_pools(topics)
+    broker_pools = cluster.broker_pools()
     existing, proposed = {}, {}
     for topic in topics:
         partitions = {i: r for (t, i), r in current.items() if t == topic}
         existing.update({(topic, i): r for i, r in partitions.items()})
         factor = len(next(iter(partitions.values())))
+        pool = topic_pools.get(topic, "")
+        in_pool = [s for s in specs if broker_pools.get(s.node_id, "") == pool]
+        if not in_pool:
+            raise SystemExit(f"weir: {topic}: {no_broker_in_pool(pool)} (of --broker-list)")
         try:
-            placed = assign(strategies[topic], specs, topic, len(partitions), factor)
+            placed = assign(strategies[topic], in_pool, topic, len(partitions), factor)
         except PlacementError as exc:
             raise SystemExit(f"weir: {topic}: {exc}") from None
         proposed.update({(topic, i): tuple(r) for i, r in placed.items()})
@@ -521,15 +563,24 @@ def broker_specs(racks: dict[int, str | None]) -> list[BrokerSpec]:
 
 def drain_plan(assignment: dict[TopicPartition, tuple[int, ...]], racks: dict[int, str | None],
                leaving: int, strategies: dict[str, str] | None = None,
+               pools: dict[int, str] | None = None, topic_pools: dict[str, str] | None = None,
                ) -> dict[TopicPartition, tuple[int, ...]]:  # fmt: skip
     """The moves that take `leaving` out of every replica set. A consistent-hash topic's
     (`strategies`) replica goes where the ring of the other brokers puts it, so the topic moves
     only the leaving broker's ring share. Any other's goes to the live broker (of `racks`) that
     holds fewest replicas so far among those not in the set, preferring one whose rack the
     set's other replicas do not use yet, so rack spread is kept where the brokers allow.
+    Only brokers of the topic's pool (`topic_pools`, the brokers' in `pools`) are candidates.
     Nothing else moves. DrainError names the partitions that have nowhere to go."""
-    strategies = strategies or {}
-    ring = HashRing(broker_specs({b: r for b, r in racks.items() if b != leaving}))
+    strategies, pools, topic_pools = strategies or {}, pools or {}, topic_pools or {}
+    rings: dict[str, HashRing] = {}
+
+    def ring_of(pool: str) -> HashRing:
+        if pool not in rings:
+            rings[pool] = HashRing(broker_specs({b: r for b, r in racks.items()
+                                                 if b != leaving and pools.get(b, "") == pool}))
+        return rings[pool]
+
     load = {broker: 0 for broker in racks if broker != leaving}
     for replicas in assignment.values():
         for broker in replicas:
@@ -541,12 +592,14 @@ def drain_plan(assignment: dict[TopicPartition, tuple[int, ...]], racks: dict[in
             continue
         staying = [r for r in replicas if r != leaving]
         used = {racks.get(r) for r in staying}
-        candidates = [b for b in load if b not in staying]
+        pool = topic_pools.get(tp[0], "")
+        candidates = [b for b in load if b not in staying and pools.get(b, "") == pool]
         if not candidates:
-            stuck.append(f"{tp[0]}-{tp[1]} ({len(replicas)} replicas)")
+            where = f" in pool {pool!r}" if pool else ""
+            stuck.append(f"{tp[0]}-{tp[1]} ({len(replicas)} replicas{where})")
             continue
         if strategies.get(tp[0]) == CONSISTENT_HASH:
-            chosen = ring.replacement(*tp, replicas.index(leaving), staying)
+            chosen = ring_of(pool).replacement(*tp, replicas.index(leaving), staying)
         else:
             chosen = min(candidates, key=lambda b: (racks[b] is not None and racks[b] in used,
                                                     load[b], b))  # fmt: skip
@@ -565,8 +618,9 @@ def run_drain(args: argparse.Namespace) -> int:
         raise SystemExit(f"weir: broker {args.broker} is not in the cluster")
     try:
         assignment = cluster.assignment()
-        moves = drain_plan(assignment, racks, args.broker,
-                           cluster.strategies(sorted({t for t, _ in assignment})))
+        topics = sorted({t for t, _ in assignment})
+        moves = drain_plan(assignment, racks, args.broker, cluster.strategies(topics),
+                           cluster.broker_pools(), cluster.topic_pools(topics))  # fmt: skip
     except DrainError as exc:
         raise SystemExit(f"weir: {exc}") from None
     if not moves:

@@ -90,6 +90,22 @@ class BrokerSpec:
 # Checks shared by both strategies
 
 
+#: the topic config pinning a topic to a pool of brokers
+POOL_CONFIG = "replica.placement.pool"
+
+
+def no_broker_in_pool(pool: str) -> str:
+    where = f"pool {pool!r}" if pool else "no pool (brokers without broker.pool)"
+    return f"No live broker is in {where}; name a pool with replica.placement.pool."
+
+
+def pool_refusal(brokers: Sequence[int], pool: str) -> str:
+    """Why replicas on `brokers` break a topic's pool."""
+    where = f"pool {pool!r}" if pool else "no pool"
+    return (f"Brokers {list(brokers)} are not in {where}, where the topic's replicas must be "
+            "(replica.placement.pool).")  # fmt: skip
+
+
 def _check_request(brokers: Sequence[BrokerSpec], partitions: int, replication_factor: int) -> None:
     if partitions <= 0:
         raise PartitionCountError(f"Number of partitions must be larger than 0, got {partitions}.")

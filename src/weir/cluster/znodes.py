@@ -4,7 +4,8 @@
 /cluster/id                                  {"version": "1", "id": CLUSTER_ID}
 /controller                   (ephemeral)    {"version": 2, "brokerid": N, "timestamp": "MS"}
 /controller_epoch                            "E"
-/brokers/ids/N                (ephemeral)    {"version": 5, "host", "port", "endpoints", "rack"}
+/brokers/ids/N                (ephemeral)    {"version": 5, "host", "port", "endpoints", "rack",
+                                               "pool" (weir's, when the broker has one)}
 /brokers/topics/T                            {"version": 3, "topic_id", "partitions": {"P": [N...]}}
 /brokers/topics/T/partitions/P/state         {"version": 1, "controller_epoch", "leader",
                                               "leader_epoch", "isr": [N...]}
@@ -186,6 +187,8 @@ class BrokerRegistration:
     #: the czxid of the registration znode: a broker's epoch, new at every registration
     epoch: int = -1
     endpoints: tuple[BrokerEndpoint, ...] = ()
+    #: its `broker.pool` (weir's; absent from Kafka's registrations)
+    pool: str | None = None
 
     def __post_init__(self) -> None:
         if not self.endpoints:
@@ -286,6 +289,7 @@ def encode_broker(registration: BrokerRegistration, timestamp_ms: int) -> bytes:
         "rack": registration.rack,
         "features": {},
         "timestamp": str(timestamp_ms),
+        **({"pool": registration.pool} if registration.pool else {}),
     })  # fmt: skip
 
 
@@ -303,9 +307,13 @@ def parse_broker(node_id: int, data: bytes | None, epoch: int = -1) -> BrokerReg
     rack = document.get("rack")
     if rack is not None and not isinstance(rack, str):
         raise ZnodeFormatError(f"{what}: rack is not a string: {rack!r}")
+    pool = document.get("pool")
+    if pool is not None and not isinstance(pool, str):
+        raise ZnodeFormatError(f"{what}: pool is not a string: {pool!r}")
     return BrokerRegistration(
-        node_id=node_id, host=host, port=port, rack=rack, epoch=epoch, endpoints=endpoints
-    )
+        node_id=node_id, host=host, port=port, rack=rack, epoch=epoch, endpoints=endpoints,
+        pool=pool,
+    )  # fmt: skip
 
 
 def _endpoints(document: Mapping[str, Any]) -> tuple[BrokerEndpoint, ...]:

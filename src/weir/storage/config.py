@@ -324,6 +324,9 @@ TOPIC_CONFIGS: tuple[TopicConfigDef, ...] = (
         "weir's own: how a cluster places the topic's replicas: kafka (rack-aware round robin) "
         "or consistent-hash (a ring of virtual nodes; adding a broker moves few replicas).",
         "replica.placement.strategy", one_of(PLACEMENT_KAFKA, PLACEMENT_CONSISTENT_HASH)),
+    TopicConfigDef("replica.placement.pool", T.STRING, "",
+        "weir's own: the pool of brokers (their broker.pool) the topic's replicas are placed "
+        "on; empty: the brokers in no pool.", None),
 )  # fmt: skip
 del T
 
@@ -383,6 +386,7 @@ class LogConfig:
     unclean_leader_election_enable: bool = _default("unclean.leader.election.enable")
     high_watermark_policy: str = _default("high.watermark.policy")
     replica_placement_strategy: str = _default("replica.placement.strategy")
+    replica_placement_pool: str = _default("replica.placement.pool")
 
     @property
     def compact(self) -> bool:

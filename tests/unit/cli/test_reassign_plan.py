@@ -56,6 +56,17 @@ def test_a_drain_that_has_nowhere_to_go_is_refused_whole() -> None:
         drain_plan({("t", 0): (1, 2, 3), ("t", 1): (1, 2)}, racks, 1)
 
 
+def test_a_drain_keeps_each_topic_in_its_pool() -> None:
+    racks: dict[int, str | None] = dict.fromkeys((1, 2, 3, 4, 5))
+    pools = {1: "", 2: "", 3: "a", 4: "a", 5: "a"}
+    assignment = {("pinned", 0): (3, 4), ("shared", 0): (1, 2)}
+    plan = drain_plan(assignment, racks, 3, pools=pools, topic_pools={"pinned": "a"})
+    assert plan == {("pinned", 0): (5, 4)}  # not 1 or 2, though they hold fewer replicas
+    with pytest.raises(DrainError, match="in pool 'a'"):
+        drain_plan({("pinned", 0): (3, 4, 5)}, racks, 3, pools=pools,
+                   topic_pools={"pinned": "a"})  # fmt: skip
+
+
 def test_reassignment_files_round_trip_and_bad_ones_are_refused(tmp_path: Path) -> None:
     path = tmp_path / "plan.json"
     path.write_text(plan_json({("t", 0): (1, 2), ("u", 3): (3,)}))

@@ -57,6 +57,7 @@ def test_every_kafka_topic_config_is_in_the_table_with_its_documented_default() 
     ours = {d.name: (d.type, d.default, d.broker_name) for d in TOPIC_CONFIGS}
     assert ours.pop("high.watermark.policy") == (S, "log-end", "log.high.watermark.policy")
     assert ours.pop("replica.placement.strategy") == (S, "kafka", "replica.placement.strategy")
+    assert ours.pop("replica.placement.pool") == (S, "", None)
     assert ours == KAFKA_DOCUMENTED
 
 

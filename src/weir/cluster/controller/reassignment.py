@@ -38,6 +38,7 @@ from weir.cluster.controller.context import (
 from weir.cluster.controller.state_machines import PartitionStateMachine, ReplicaStateMachine
 from weir.cluster.controller.states import ReplicaState
 from weir.cluster.controller.zk import ControllerZkClient
+from weir.cluster.placement import POOL_CONFIG, pool_refusal
 from weir.cluster.zk_client import BadVersionError, NoNodeError
 from weir.cluster.znodes import PartitionState
 
@@ -64,7 +65,8 @@ class Reassignments:
               ) -> dict[TopicPartition, Outcome]:  # fmt: skip
         """AlterPartitionReassignments: start, replace or (None) cancel each partition's move.
         A partition's answer is its error; the valid ones are all started."""
-        outcomes = {tp: self._check(tp, target) for tp, target in targets.items()}
+        pools: dict[str, str] = {}
+        outcomes = {tp: self._check(tp, target, pools) for tp, target in targets.items()}
         for tp, target in targets.items():
             if outcomes[tp] is DONE:
                 outcomes[tp] = self._start(tp, self._target(tp, target))
@@ -86,7 +88,7 @@ class Reassignments:
             return
         kept = {}
         for tp, target in requested.items():
-            outcome = self._check(tp, target)
+            outcome = self._check(tp, target, {})
             if outcome is DONE:
                 outcome = self._start(tp, target)
             if outcome is DONE:
@@ -104,7 +106,10 @@ class Reassignments:
 
     # ---- validation ------------------------------------------------------------------------------
 
-    def _check(self, tp: TopicPartition, target: tuple[int, ...] | None) -> Outcome:
+    def _check(
+        self, tp: TopicPartition, target: tuple[int, ...] | None, pools: dict[str, str]
+    ) -> Outcome:
+        """DONE if the move may start; else its error. `pools`: topics' pools read so far."""
         assignment = self._context.assignment(tp)
         if assignment is None:
             return ErrorCode.unknown_topic_or_partition, f"no partition {tp[0]}-{tp[1]}"
@@ -122,6 +127,13 @@ class Reassignments:
         if unknown:
             return (ErrorCode.invalid_replica_assignment,
                     f"brokers {unknown} are not registered in the cluster")  # fmt: skip
+        pool = pools.get(tp[0])
+        if pool is None:
+            pool = pools[tp[0]] = self._zk.topic_configs(tp[0]).get(POOL_CONFIG) or ""
+        live = self._context.live_brokers
+        outside = sorted(b for b in target if (live[b].pool or "") != pool)
+        if outside:
+            return ErrorCode.invalid_replica_assignment, pool_refusal(outside, pool)
         if tp not in self._context.leadership:
             return ErrorCode.leader_not_available, f"{tp[0]}-{tp[1]} has no leader yet"
         return DONE
