@@ -86,7 +86,12 @@ def group_member(broker: BrokerProcess) -> Iterator[Consumer]:
                          "client.id": "orders-reader", "enable.auto.commit": False,
                          "auto.offset.reset": "earliest", "log_level": 0})  # fmt: skip
     consumer.subscribe([TOPIC])
-    poll(lambda: consumer.poll(0.2) is not None and len(consumer.assignment()) == 2, TIMEOUT)
+
+    def assigned() -> bool:
+        consumer.poll(0.2)
+        return len(consumer.assignment()) == 2
+
+    poll(assigned, TIMEOUT, "both partitions assigned to the group's member")
     committed = [KafkaTopicPartition(TOPIC, 0, COMMITTED), KafkaTopicPartition(TOPIC, 1, 3)]
     consumer.commit(offsets=committed, asynchronous=False)
     yield consumer
@@ -157,7 +162,8 @@ def test_the_group_page_shows_its_lag_and_status(
         text = page.locator(".facts .status").inner_text()
         return None if "first sample" in text else text
 
-    assert poll(status, TIMEOUT) == "ERROR"  # a partition with lag and no commit since: STOP
+    # partition 0 has lag and no commit since the first sample: STOP, so the group is ERROR
+    assert poll(status, TIMEOUT, "the group's status") == "ERROR"
     assert page.locator("#total-lag").inner_text() == str(RECORDS - COMMITTED)
     rows = [row.locator("td").all_inner_texts() for row in page.locator("#lag tbody tr").all()]
     lag = {cells[1]: cells for cells in rows}
@@ -263,7 +269,7 @@ def test_a_throughput_chart_draws_the_sampled_traffic(
             visit(page, console + f"/topics/{TRAFFIC}")
             return page.locator("svg.chart polyline.series").count() == 1
 
-        poll(drawn, TIMEOUT)
+        poll(drawn, TIMEOUT, "a throughput line")
         time.sleep(3)  # a few more samples for the picture
         visit(page, console + f"/topics/{TRAFFIC}")
         screenshot(page, "console-topic-traffic")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from weir.ops.console.html import (
     Html,
+    Shown,
     esc,
     human_bytes,
     page,
@@ -26,22 +27,22 @@ def test_text_is_escaped_once_and_markup_is_left_alone():
 
 
 def test_utf8_without_control_characters_is_text():
-    assert show_bytes("order-7 ✓\tpaid\n".encode()) == ("text", "order-7 ✓\tpaid\n", 0)
+    assert show_bytes("order-7 ✓\tpaid\n".encode()) == Shown("text", "order-7 ✓\tpaid\n", 0)
 
 
 def test_binary_values_are_hex():
-    assert show_bytes(b"\x00\xffab") == ("hex", "00 ff 61 62", 0)
-    assert show_bytes(b"abc\x01") == ("hex", "61 62 63 01", 0)
+    assert show_bytes(b"\x00\xffab") == Shown("hex", "00 ff 61 62", 0)
+    assert show_bytes(b"abc\x01") == Shown("hex", "61 62 63 01", 0)
     assert show_bytes(b"\xc3\x28").kind == "hex"  # not UTF-8
 
 
 def test_null_is_not_the_empty_string():
     assert show_bytes(None).kind == "null"
-    assert show_bytes(b"") == ("text", "", 0)
+    assert show_bytes(b"") == Shown("text", "", 0)
 
 
 def test_long_values_are_cut_and_say_how_much_is_left():
-    assert show_bytes(b"a" * 1030) == ("text", "a" * 1024, 6)
+    assert show_bytes(b"a" * 1030) == Shown("text", "a" * 1024, 6)
     # a cut through a multi-byte character keeps the value text
     cut = show_bytes("é".encode() * 600)
     assert cut.kind == "text" and cut.text == "é" * 512 and cut.cut == 176

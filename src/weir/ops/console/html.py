@@ -24,9 +24,15 @@ MISSING = "-"
 
 
 class Html(str):
-    """Markup that is safe as it is."""
+    """Markup that is safe as it is. Adding text to it escapes the text."""
 
     __slots__ = ()
+
+    def __add__(self, other: str) -> Html:
+        return Html(str.__add__(self, esc(other)))
+
+    def __radd__(self, other: str) -> Html:
+        return Html(str.__add__(esc(other), self))
 
 
 def esc(value: object) -> Html:
@@ -134,7 +140,7 @@ def page(title: str, body: object, *, active: str, cluster: str, refresh_s: floa
     main = tag("main", join([tag("h1", title), body]))
     body_element = tag("body", header + main, data_refresh=f"{refresh_s:g}")
     document = tag("html", tag("head", head) + body_element, lang="en")
-    return Html("<!doctype html>\n" + document)
+    return Html("<!doctype html>\n") + document
 
 
 # ---- values ------------------------------------------------------------------------------------
