@@ -22,7 +22,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from weir.ops.console.errors import ClusterError
-from weir.ops.console.reader import ClientSettings
+from weir.ops.console.reader import ClientSettings, reading_consumer
 
 AUDIT_TOPIC = "__audit"
 READ_TIMEOUT_S = 15.0
@@ -60,10 +60,7 @@ def read_audit_records(
 ) -> AuditRead | None:
     """Every record of `__audit`, read from the start of each partition to its end; None when
     the topic does not exist (no broker has audited anything yet)."""
-    consumer = Consumer({
-        **settings.librdkafka, "group.id": "weir-console-audit", "enable.auto.commit": False,
-        "enable.partition.eof": True, "allow.auto.create.topics": False,
-    })  # fmt: skip
+    consumer = reading_consumer(settings, "weir-console-audit")
     try:
         metadata = consumer.list_topics(AUDIT_TOPIC, timeout=timeout_s).topics.get(AUDIT_TOPIC)
         if metadata is None or metadata.error is not None or not metadata.partitions:

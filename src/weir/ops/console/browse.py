@@ -17,7 +17,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from weir.cli.kafka_errors import error_line
 from weir.ops.console.errors import BadRequest, ClusterError
-from weir.ops.console.reader import ClientSettings
+from weir.ops.console.reader import ClientSettings, reading_consumer
 
 #: the records shown by default, and at most
 DEFAULT_LIMIT = 20
@@ -61,10 +61,7 @@ class Page:
 def browse(settings: ClientSettings, request: Browse, timeout_s: float = READ_TIMEOUT_S) -> Page:
     if not 1 <= request.limit <= MAX_LIMIT:
         raise BadRequest(f"the number of records must be between 1 and {MAX_LIMIT}")
-    consumer = Consumer({
-        **settings.librdkafka, "group.id": "weir-console-browser", "enable.auto.commit": False,
-        "enable.partition.eof": True, "allow.auto.create.topics": False,
-    })  # fmt: skip
+    consumer = reading_consumer(settings, "weir-console-browser")
     try:
         return _browse(consumer, request, time.monotonic() + timeout_s)
     except KafkaException as exc:

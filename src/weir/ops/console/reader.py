@@ -22,7 +22,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec
 from kio.schema.describe_log_dirs.v4.request import DescribableLogDirTopic, DescribeLogDirsRequest
@@ -60,6 +60,15 @@ class ClientSettings:
     bootstrap: str
     librdkafka: Mapping[str, Any]
     security: ClientSecurity
+
+
+def reading_consumer(settings: ClientSettings, group_id: str) -> Consumer:
+    """A consumer for reading partitions it is assigned: it joins no group (`group_id` only
+    names it), commits nothing, creates no topic, and reports each partition's end."""
+    return Consumer({
+        **settings.librdkafka, "group.id": group_id, "enable.auto.commit": False,
+        "enable.partition.eof": True, "allow.auto.create.topics": False,
+    })  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True, order=True)
