@@ -78,3 +78,11 @@ def test_a_sparkline_draws_the_points_or_an_empty_box():
     drawn = sparkline([(T0, 1), (T0 + 1000, 3), (T0 + 2000, 2)])
     [points] = re.findall(r'points="([^"]+)"', drawn)
     assert len(points.split()) == 3
+
+
+def test_a_dashed_series_is_drawn_dashed():
+    points = [(T0, 1.0), (T0 + 1, 2.0)]
+    chart = line_chart([Series("p", points), Series("total", points, dashed=True)], title="t",
+                       unit="u")  # fmt: skip
+    first, second = ET.fromstring(chart).findall(f"{SVG}polyline")
+    assert first.get("stroke-dasharray") is None and second.get("stroke-dasharray") == "6 4"

@@ -27,6 +27,7 @@ LEGEND_ROW = 18
 class Series:
     name: str
     points: Sequence[tuple[int, float]]
+    dashed: bool = False
 
 
 def nice_ceiling(value: float) -> float:
@@ -143,7 +144,8 @@ def _line(plot: _Plot, series: Series, colour: str) -> Html:
     return join([
         tag("polyline", tag("title", f"{series.name}: {short_number(last_v)} now"),
             points=plot.polyline(series.points), fill="none", stroke=colour,
-            stroke_width="2", class_="series"),
+            stroke_width="2", stroke_dasharray="6 4" if series.dashed else None,
+            class_="series"),
         tag("circle", "", cx=f"{plot.x(last_t):.1f}", cy=f"{plot.y(last_v):.1f}", r="3",
             fill=colour),
     ])  # fmt: skip

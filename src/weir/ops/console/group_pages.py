@@ -28,7 +28,8 @@ from weir.ops.console.reader import TP, GroupView
 
 #: a partition's (committed offset, log end offset)
 Offsets = Mapping[TP, tuple[int, int]]
-#: the lag lines drawn besides the total, at most
+#: the partitions' lag lines drawn under the total (dashed, so a partition's line equal to it
+#: shows through), at most
 PARTITION_LINES = 7
 PENDING = "after the first sample"
 
@@ -89,9 +90,9 @@ def group_page(
 
 def _lag_chart(lag: Mapping[str, Points]) -> Html:
     lines = [Series(name, points) for name, points in lag.items()]
-    total, partitions = lines[:1], lines[1:]
-    shown = total + (partitions if len(partitions) <= PARTITION_LINES else [])
-    return line_chart(shown, title="Lag", unit="messages")
+    total = Series(lines[0].name, lines[0].points, dashed=True)
+    partitions = lines[1:] if len(lines) - 1 <= PARTITION_LINES else []
+    return line_chart([*partitions, total], title="Lag", unit="messages")
 
 
 def _partitions(group: GroupView, offsets: Offsets, statuses: Mapping[TP, PartitionStatus]) -> Html:
