@@ -56,7 +56,9 @@ def test_the_topic_page_shows_offsets_sizes_and_replicas_out_of_sync():
     sizes = {("orders", 0): {1: 1000, 2: 990}, ("orders", 1): {2: 200}}
     body = topic_page(ORDERS, offsets, sizes, {"cleanup.policy": "compact"}, [])
     assert "cleanup.policy=compact" in body and "collecting samples" in body
-    assert "(out: 3)" in body and "1000 B" in body
+    assert "<td>1,2</td>" in body and "<td>2<span" in body and "(out: 3)" in body
+    assert "<td>-<span" in body and "(out: 3,1)" in body  # no ISR at all
+    assert "1000 B" in body
     assert 'href="/messages?topic=orders&amp;partition=1"' in body
 
 

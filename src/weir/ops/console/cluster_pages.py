@@ -12,6 +12,7 @@ from weir.ops.console.html import (
     MISSING,
     Cell,
     Html,
+    esc,
     facts,
     human_bytes,
     join,
@@ -176,14 +177,13 @@ def _partition_row(
     topic: str, p: PartitionView, offsets: Mapping[TP, LogOffsets], sizes: Sizes
 ) -> list[object]:
     log = offsets.get((topic, p.index), LogOffsets(None, None))
-    isr = join(tag("span", b, class_=None if b in p.isr else "bad")
-               for b in p.replicas if b in p.isr)  # fmt: skip
+    isr = esc(",".join(map(str, p.isr)) or MISSING)
     missing = [b for b in p.replicas if b not in p.isr]
     if missing:
         isr = join([isr, tag("span", f" (out: {','.join(map(str, missing))})", class_="bad")])
     leader = num("none", "bad") if p.offline else num(p.leader)
     return [
-        num(p.index), leader, ",".join(map(str, p.replicas)), isr or MISSING,
+        num(p.index), leader, ",".join(map(str, p.replicas)), isr,
         num(log.start), num(log.end), num(_count(log)),
         num(human_bytes(partition_size(topic, p, sizes))),
         link(messages_href(topic, p.index), "browse"),
