@@ -11,12 +11,14 @@ never creates a topic by naming it (`allow.auto.create.topics` is off).
 
 Every failure of the client is translated here, once, into a `weir.ops.console.errors`
 exception worded for the operator. While librdkafka says every broker is down and nothing
-listens at any bootstrap server, a read fails at once instead of waiting out its timeout.
+listens at any bootstrap server, or for a while after it said the cluster refused the console's
+TLS handshake or credentials, a read fails at once instead of waiting out its timeout.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -40,11 +42,18 @@ log = logging.getLogger(__name__)
 
 #: how long one read of the cluster may take before its page reports the cluster as failing
 REQUEST_TIMEOUT_S = 10.0
+#: how long after the cluster refused the console's handshake or credentials reads fail at once
+#: (librdkafka goes on trying, and says again if it is still refused)
+REFUSAL_HOLD_S = 10.0
 CLIENT_ID = "weir-console"
 LOG_DIRS_VERSION = 4
 #: (topic, partition)
 TP = tuple[str, int]
 _T = TypeVar("_T")
+#: the cluster refused the TLS handshake or the credentials: retrying will not mend it
+_HANDSHAKE_REFUSED = frozenset(
+    {KafkaError._AUTHENTICATION, KafkaError._SSL, KafkaError.SASL_AUTHENTICATION_FAILED}
+)
 _REFUSED = frozenset({
     KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.GROUP_AUTHORIZATION_FAILED,
     KafkaError.CLUSTER_AUTHORIZATION_FAILED,
@@ -193,6 +202,8 @@ class ClusterReader:
         self.settings = settings
         self._timeout = timeout_s
         self._all_brokers_down = False
+        #: the last refusal error_cb reported, and when; None once the cluster answers
+        self._refusal: tuple[KafkaError, float] | None = None
         config: dict[str, Any] = {
             **settings.librdkafka,
             "allow.auto.create.topics": False,
@@ -341,9 +352,16 @@ class ClusterReader:
     def _on_error(self, error: KafkaError) -> None:
         if error.code() == KafkaError._ALL_BROKERS_DOWN:
             self._all_brokers_down = True
+        elif error.code() in _HANDSHAKE_REFUSED:
+            self._refusal = (error, time.monotonic())
 
     def _call(self, method: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+        """`method`'s answer; at once a ClusterError while the cluster refuses the console's
+        TLS handshake or credentials, or nothing listens where every broker was said down."""
         self._admin.poll(0)  # serves error_cb
+        refused = self._refused(within_s=REFUSAL_HOLD_S)
+        if refused is not None:
+            raise refused
         if self._all_brokers_down:
             unreachable = nothing_listens(self.settings.bootstrap)
             if unreachable is not None:
@@ -352,7 +370,7 @@ class ClusterReader:
             answer = method(*args, **kwargs)
         except KafkaException as exc:
             raise self._translated(exc) from None
-        self._all_brokers_down = False
+        self._all_brokers_down, self._refusal = False, None
         return answer
 
     def _result(self, future: Future[_T]) -> _T:
@@ -361,7 +379,20 @@ class ClusterReader:
         except KafkaException as exc:
             raise self._translated(exc) from None
 
+    def _refused(self, within_s: float) -> ClusterError | None:
+        """The refusal error_cb reported since the last answer, if it came within `within_s`
+        seconds."""
+        refusal = self._refusal
+        if refusal is None or time.monotonic() - refusal[1] > within_s:
+            return None
+        return ClusterError(f"the cluster at {self.settings.bootstrap} refused the console: "
+                            f"{error_line(refusal[0])}")  # fmt: skip
+
     def _translated(self, exc: KafkaException) -> ConsoleError:
+        self._admin.poll(0)
+        refused = self._refused(within_s=float("inf"))
+        if refused is not None:
+            return refused
         error = kafka_error(exc)
         if error is not None and error.code() in _REFUSED:
             return NotAuthorized(error_line(error))
