@@ -19,7 +19,7 @@ from weir.protocol.client_settings import ClientSecurity, ClientSettingsError
 
 def register(commands: Any) -> None:
     console = commands.add_parser(
-        "console", help="serve the web console: brokers, topics, groups, messages, audit"
+        "console", help="the web console: cluster, topics, groups, messages, audit"
     )
     add_bootstrap(console)
     add_client_settings(console)
