@@ -225,16 +225,22 @@ def test_the_audit_page_names_who_reads_and_writes(
     created = weir("topic", "create", "__audit", "--partitions", "1", "--config",
                    "cleanup.policy=compact", "--bootstrap-server", broker.bootstrap)  # fmt: skip
     assert created.returncode == 0, created.stderr
-    minute = int(time.time()) // 60
-    entries = [("orders-writer", "Produce", 0, 4000, 40), ("orders-writer", "Produce", 1, 1000, 10),
-               ("orders-reader", "Fetch", 0, 2500, 25)]  # fmt: skip
+    minute_ms = int(time.time()) // 60 * 60_000
+    # a broker writes a minute's running counts again at every flush: the last ones count
+    entries = [
+        ("orders-writer", "Produce", 0, 1000, 10),
+        ("orders-writer", "Produce", 0, 4000, 40),
+        ("orders-writer", "Produce", 1, 1000, 10),
+        ("orders-reader", "Fetch", 0, 2500, 25),
+    ]
     producer = Producer({"bootstrap.servers": broker.bootstrap, "log_level": 0})
     for client, api, partition, size, count in entries:
-        record = {"minute": minute, "broker": 1, "principal": "User:ANONYMOUS",
-                  "client_id": client, "address": "127.0.0.1", "api": api, "topic": TOPIC,
-                  "partition": partition, "bytes": size, "records": count}  # fmt: skip
+        identity = {"minute_ms": minute_ms, "broker": 0, "broker_started_ms": minute_ms - 5000,
+                    "principal": "User:ANONYMOUS", "client_id": client, "address": "127.0.0.1",
+                    "api": api, "topic": TOPIC, "partition": partition}  # fmt: skip
+        record = {**identity, "bytes": size, "records": count}
         producer.produce("__audit", json.dumps(record).encode(),
-                         key=f"{minute}/{client}/{api}/{partition}".encode())  # fmt: skip
+                         key=json.dumps(list(identity.values())).encode())  # fmt: skip
     assert producer.flush(TIMEOUT) == 0
     visit(page, console + "/audit")
     rows = [r.locator("td").all_inner_texts()

@@ -47,3 +47,18 @@ def test_a_later_record_for_the_same_minute_replaces_the_earlier():
 
 def test_no_records_no_topics():
     assert who_reads_and_writes([]) == {}
+
+
+def test_minutes_in_milliseconds_and_every_other_field_identify_a_count():
+    base = {"broker": 1, "principal": "User:alice", "client_id": "app", "address": "10.0.0.1",
+            "api": "Fetch", "topic": "t", "partition": 0}  # fmt: skip
+    records = [
+        {**base, "minute_ms": 60_000, "broker_started_ms": 5, "bytes": 10, "records": 1},
+        {**base, "minute_ms": 120_000, "broker_started_ms": 5, "bytes": 20, "records": 2},
+        {**base, "minute_ms": 120_000, "broker_started_ms": 5, "bytes": 30, "records": 3},
+        # the same minute counted again by the broker after a restart
+        {**base, "minute_ms": 120_000, "broker_started_ms": 9, "bytes": 4, "records": 1},
+    ]
+    [access] = who_reads_and_writes(records)["t"]
+    assert (access.bytes, access.records) == (44, 5)
+    assert (access.first_minute, access.last_minute) == (60_000, 120_000)

@@ -1,10 +1,11 @@
 """Who reads and writes each topic, from the audit the brokers keep in `__audit`.
 
 `__audit` is an internal compacted topic; each record's value is a JSON object counting one
-client's use of one partition in one minute: `minute`, `broker`, `principal`, `client_id`,
-`address`, `api` (Produce or Fetch), `topic`, `partition`, `bytes`, `records`. A later record
-for the same minute, broker, client, API and partition replaces an earlier one (as compaction
-would), so counts are never added twice.
+client's use of one partition through one broker in one minute: the minute (`minute_ms`, its
+start in epoch milliseconds, or `minute`), `broker`, `principal`, `client_id`, `address`, `api`
+(Produce or Fetch), `topic`, `partition`, and the counts `bytes` and `records`. Every field but
+the counts identifies what is counted; a later record with the same identity replaces an earlier
+one (as compaction would), so counts are never added twice.
 
 `read_audit_records` is the one place the console reads the topic; `who_reads_and_writes`
 is pure arithmetic on what it read.
@@ -27,8 +28,8 @@ from weir.ops.console.reader import ClientSettings, reading_consumer
 AUDIT_TOPIC = "__audit"
 READ_TIMEOUT_S = 15.0
 POLL_S = 0.5
-#: the fields that name what a record counts; `bytes` and `records` are the counts
-IDENTITY = ("minute", "broker", "principal", "client_id", "address", "api", "topic", "partition")
+#: the fields a record counts; every other field says what it counts
+COUNTS = ("bytes", "records")
 WRITES, READS = "writes", "reads"
 
 
@@ -117,7 +118,7 @@ def direction(api: object) -> str | None:
 
 def who_reads_and_writes(records: Iterable[Mapping[str, Any]]) -> dict[str, list[Access]]:
     """Each topic's readers and writers, writers first, then by bytes, most first."""
-    latest = {tuple(str(r.get(f)) for f in IDENTITY): r for r in records}
+    latest = {_identity(r): r for r in records}
     grouped: dict[tuple[str, str, str, str], list[Mapping[str, Any]]] = {}
     for record in latest.values():
         way = direction(record.get("api"))
@@ -134,7 +135,7 @@ def who_reads_and_writes(records: Iterable[Mapping[str, Any]]) -> dict[str, list
 
 
 def _access(key: tuple[str, str, str, str], entries: list[Mapping[str, Any]]) -> Access:
-    minutes = sorted((e.get("minute") for e in entries), key=_minute_order)
+    minutes = sorted((e.get("minute_ms", e.get("minute")) for e in entries), key=_minute_order)
     return Access(
         topic=key[0], direction=key[1], client_id=key[2], principal=key[3],
         addresses=tuple(sorted({str(e.get("address", "")) for e in entries})),
@@ -142,6 +143,10 @@ def _access(key: tuple[str, str, str, str], entries: list[Mapping[str, Any]]) ->
         records=sum(_count(e.get("records")) for e in entries),
         first_minute=minutes[0], last_minute=minutes[-1],
     )  # fmt: skip
+
+
+def _identity(record: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((k, json.dumps(v)) for k, v in record.items() if k not in COUNTS))
 
 
 def _minute_order(minute: object) -> tuple[int, float, str]:
