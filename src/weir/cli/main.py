@@ -29,6 +29,7 @@ from weir.cli import (
     reassign,
     txn,
     user,
+    web_console,
     zookeeper,
 )
 from weir.cli.broker_socket import BrokerConnectionError
@@ -61,6 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     zookeeper.register(commands)
     cluster.register(commands)
     reassign.register(commands)
+    web_console.register(commands)
     return parser
 
 
