@@ -11,7 +11,7 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from weir.agent.client import AgentClient
@@ -104,3 +104,42 @@ def read_topic(
                 values.add(message.value())
     consumer.close()
     return records
+
+
+def read_committed(
+    bootstrap: str, topic: str, partitions: int, timeout: float = 60
+) -> dict[int, list[tuple[bytes, dict[str, bytes]]]]:
+    """Per partition, (value, headers) of every committed record in offset order: reads
+    read_committed until every partition's end (its last stable offset) was reached."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "agent-test",
+                         "enable.auto.commit": False, "isolation.level": "read_committed",
+                         "enable.partition.eof": True})  # fmt: skip
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+    records: dict[int, list[tuple[bytes, dict[str, bytes]]]] = {p: [] for p in range(partitions)}
+    ended: set[int] = set()
+    deadline = time.monotonic() + timeout
+    while len(ended) < partitions and time.monotonic() < deadline:
+        for message in consumer.consume(10_000, 0.5):
+            error = message.error()
+            if error is None:
+                headers = dict(message.headers() or ())
+                records[message.partition()].append((message.value(), headers))
+                ended.discard(message.partition())
+            elif error.code() == KafkaError._PARTITION_EOF:
+                ended.add(message.partition())
+    consumer.close()
+    if len(ended) < partitions:
+        raise TimeoutError(f"{topic}: only partitions {sorted(ended)} read to their end")
+    return records
+
+
+def wait_drained(agent: AgentProcess, timeout: float = 60) -> None:
+    """Until the agent's queues are empty (every accepted event acknowledged by the cluster)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status = agent.status()
+        queues = status["queues"] + status["pending"]
+        if all(q["depth"] == 0 for q in queues):
+            return
+        time.sleep(0.1)
+    raise TimeoutError(f"the agent still holds events: {agent.status()['queues']}")
