@@ -6,8 +6,11 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections import Counter
 from collections.abc import Collection
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +18,8 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartiti
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from weir.agent.client import AgentClient
+from weir.agent.event import Event
+from weir.agent.exactly_once import AGENT_HEADER, IDENTITY_FILE, POSITION_HEADER
 
 
 class AgentProcess:
@@ -61,6 +66,9 @@ class AgentProcess:
     def status(self) -> dict[str, Any]:
         with AgentClient(self.socket) as client:
             return client.status()
+
+    def log(self) -> str:
+        return (self.directory / "agent.log").read_text()
 
     def metrics_url(self) -> str:
         """The last metrics address the agent printed (it prints one per start)."""
@@ -143,3 +151,94 @@ def wait_drained(agent: AgentProcess, timeout: float = 60) -> None:
             return
         time.sleep(0.1)
     raise TimeoutError(f"the agent still holds events: {agent.status()['queues']}")
+
+
+class Application:
+    """Sends numbered events, keyed by their value, through the agent's socket in small
+    pipelined groups until told to stop or the agent dies; remembers in order what it attempted
+    and which were answered."""
+
+    GROUP = 20
+
+    def __init__(self, socket: Path, topic: str) -> None:
+        self.socket, self.topic = socket, topic
+        self.attempted: list[bytes] = []
+        self.answered: set[bytes] = set()
+
+    def run_round(self, stop: threading.Event) -> None:
+        try:
+            with AgentClient(self.socket, timeout_s=5) as client:
+                while not stop.is_set():
+                    start = len(self.attempted)
+                    values = [f"e{start + i}".encode() for i in range(self.GROUP)]
+                    self.attempted += values
+                    events = [Event(topic=self.topic, value=v, key=v) for v in values]
+                    for value, response in zip(values, client.send_all(events), strict=True):
+                        if response.ok:
+                            self.answered.add(value)
+        except (ConnectionError, OSError):
+            return
+
+    def round_in_background(self) -> tuple[threading.Thread, threading.Event]:
+        stop = threading.Event()
+        thread = threading.Thread(target=self.run_round, args=(stop,))
+        thread.start()
+        return thread, stop
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Tally:
+    """What the checker found in a topic the agent wrote for an `Application`."""
+
+    answered: int
+    in_topic: int
+    duplicates: int
+    missing: int
+    foreign: int  # values the application never sent
+    out_of_order: list[int]  # partitions whose values are not in the order sent
+    position_gaps: list[int]  # partitions whose `weir.pos` headers are not consecutive
+    other_agents: int  # records without this agent's `weir.agent` header
+
+    def summary(self) -> str:
+        return (f"{self.answered} answered, {self.in_topic} in the topic, "
+                f"{self.duplicates} duplicates, {self.missing} missing")  # fmt: skip
+
+    @property
+    def exactly_once(self) -> bool:
+        return not (self.duplicates or self.missing or self.foreign or self.out_of_order
+                    or self.position_gaps or self.other_agents)  # fmt: skip
+
+
+def tally(
+    records: dict[int, list[tuple[bytes, dict[str, bytes]]]],
+    application: Application,
+    identity: bytes,
+) -> Tally:
+    """Every answered event once, nothing the application did not send (an event stored but not
+    answered when the agent died may be there, once), each partition in the order sent and in
+    consecutive queue positions."""
+    counts = Counter(value for landed in records.values() for value, _ in landed)
+    order = {value: index for index, value in enumerate(application.attempted)}
+    out_of_order, gaps, others = [], [], 0
+    for partition, landed in records.items():
+        indexes = [order.get(value, -1) for value, _ in landed]
+        if indexes != sorted(indexes):
+            out_of_order.append(partition)
+        others += sum(1 for _, h in landed if h.get(AGENT_HEADER) != identity)
+        positions = [int(h.get(POSITION_HEADER, b"-1")) for _, h in landed]
+        if positions and positions != list(range(positions[0], positions[0] + len(positions))):
+            gaps.append(partition)
+    return Tally(
+        answered=len(application.answered),
+        in_topic=sum(counts.values()),
+        duplicates=sum(c - 1 for c in counts.values() if c > 1),
+        missing=len(application.answered - set(counts)),
+        foreign=len(set(counts) - set(order)),
+        out_of_order=out_of_order,
+        position_gaps=gaps,
+        other_agents=others,
+    )
+
+
+def agent_identity(agent: AgentProcess) -> bytes:
+    return (agent.directory / "spool" / IDENTITY_FILE).read_text().strip().encode()

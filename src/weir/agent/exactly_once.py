@@ -67,7 +67,7 @@ from weir.agent.link import (
 from weir.agent.queue import PartitionQueue
 from weir.agent.ring import RecordBatchView
 from weir.durable import write_bytes_atomically
-from weir.protocol.client_settings import client_settings
+from weir.protocol.client_settings import client_settings, is_security_setting
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +77,10 @@ IDENTITY_FILE = "agent.id"
 INTENT_SUFFIX = ".txn"
 #: how long a resume waits for the partition's last stable offset to pass the intent's batch
 RESUME_TIMEOUT_S = 30.0
-TRANSACTION_TIMEOUT_MS = 60_000
+#: how long the cluster lets a transaction of a vanished agent hold the partition's last stable
+#: offset back before aborting it (a restarted agent aborts it at once)
+TRANSACTION_TIMEOUT_MS = 30_000
+ABORT_TIMEOUT_S = 2.0
 
 
 class AgentIdentity:
@@ -220,8 +223,12 @@ class RingTransactions:
         self.transactional_id = f"weir-agent.{agent}.{topic}.{partition}"
         base: dict[str, Any] = {"bootstrap.servers": bootstrap, "logger": LIBRDKAFKA_LOG}
         base.update(client_settings(settings or {}))
+        security = {k: v for k, v in base.items() if is_security_setting(k)}
         self._consumer_config = {
-            **base,
+            "bootstrap.servers": bootstrap,
+            "logger": LIBRDKAFKA_LOG,
+            **security,
+            # librdkafka wants one; the reader only assigns, never joins or commits
             "group.id": self.transactional_id,
             "enable.auto.commit": False,
             "isolation.level": "read_committed",
@@ -233,7 +240,6 @@ class RingTransactions:
             "transactional.id": self.transactional_id,
             "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS,
             "acks": "all",
-            "linger.ms": 5,
             "compression.type": "lz4",
             "queue.buffering.max.messages": 1_000_000,
         }
@@ -386,7 +392,7 @@ class RingTransactions:
                     producer.poll(0.01)
         deadline = time.monotonic() + timeout_s
         while not pending.done.is_set():
-            producer.poll(0.05)
+            producer.flush(0.05)  # sends at once (the batch is whole: no linger) and serves acks
             if abandon is not None and abandon.requested.is_set():
                 deadline = min(deadline, time.monotonic() + abandon.grace_s)
                 abandon = None
@@ -397,9 +403,15 @@ class RingTransactions:
         return pending.first, pending.last
 
     def _discard_producer(self) -> None:
+        """Drop the producer, aborting its open transaction if it still can: until aborted, the
+        transaction holds back the partition's last stable offset (read_committed consumers
+        wait), for at most `TRANSACTION_TIMEOUT_MS` if the agent does not come back."""
         producer, self._producer = self._producer, None
-        if producer is not None:
-            producer.purge()
+        if producer is None:
+            return
+        producer.purge()
+        with contextlib.suppress(KafkaException):
+            producer.abort_transaction(ABORT_TIMEOUT_S)
 
     def close(self) -> None:
         """Drop the producer; an open transaction is aborted by the next start's fencing."""
