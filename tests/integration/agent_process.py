@@ -70,6 +70,11 @@ class AgentProcess:
     def log(self) -> str:
         return (self.directory / "agent.log").read_text()
 
+    def resumes(self) -> Counter[str]:
+        """How the batches in flight when the agent died turned out, as its restarts logged
+        them: committed (skipped) or aborted (sent again)."""
+        return Counter(re.findall(r"in flight before the resume was (\w+)", self.log()))
+
     def metrics_url(self) -> str:
         """The last metrics address the agent printed (it prints one per start)."""
         log = (self.directory / "agent.log").read_text()
