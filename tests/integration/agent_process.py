@@ -9,7 +9,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,7 +19,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from weir.agent.client import AgentClient
 from weir.agent.event import Event
-from weir.agent.exactly_once import AGENT_HEADER, IDENTITY_FILE, POSITION_HEADER
+from weir.agent.exactly_once import IDENTITY_FILE
+from weir.protocol.event_headers import AGENT_HEADER, POSITION_HEADER
 
 
 class AgentProcess:
@@ -158,15 +159,28 @@ def wait_drained(agent: AgentProcess, timeout: float = 60) -> None:
     raise TimeoutError(f"the agent still holds events: {agent.status()['queues']}")
 
 
+def numbered(number: int) -> bytes:
+    return f"e{number}".encode()
+
+
 class Application:
-    """Sends numbered events, keyed by their value, through the agent's socket in small
-    pipelined groups until told to stop or the agent dies; remembers in order what it attempted
-    and which were answered."""
+    """Sends numbered events (`value(number)`: `e<number>` by default), keyed by their value
+    (or, not `keyed`, without a key), through the agent's socket in small pipelined groups
+    until told to stop or the agent dies; remembers in order what it attempted and which were
+    answered."""
 
     GROUP = 20
 
-    def __init__(self, socket: Path, topic: str) -> None:
+    def __init__(
+        self,
+        socket: Path,
+        topic: str,
+        value: Callable[[int], bytes] = numbered,
+        *,
+        keyed: bool = True,
+    ) -> None:
         self.socket, self.topic = socket, topic
+        self.value, self.keyed = value, keyed
         self.attempted: list[bytes] = []
         self.answered: set[bytes] = set()
 
@@ -175,9 +189,10 @@ class Application:
             with AgentClient(self.socket, timeout_s=5) as client:
                 while not stop.is_set():
                     start = len(self.attempted)
-                    values = [f"e{start + i}".encode() for i in range(self.GROUP)]
+                    values = [self.value(start + i) for i in range(self.GROUP)]
                     self.attempted += values
-                    events = [Event(topic=self.topic, value=v, key=v) for v in values]
+                    events = [Event(topic=self.topic, value=v, key=v if self.keyed else None)
+                              for v in values]  # fmt: skip
                     for value, response in zip(values, client.send_all(events), strict=True):
                         if response.ok:
                             self.answered.add(value)

@@ -68,11 +68,10 @@ from weir.agent.queue import PartitionQueue
 from weir.agent.ring import RecordBatchView
 from weir.durable import write_bytes_atomically
 from weir.protocol.client_settings import client_settings, is_security_setting
+from weir.protocol.event_headers import AGENT_HEADER, POSITION_HEADER
 
 log = logging.getLogger(__name__)
 
-AGENT_HEADER = "weir.agent"
-POSITION_HEADER = "weir.pos"
 IDENTITY_FILE = "agent.id"
 INTENT_SUFFIX = ".txn"
 #: how long a resume waits for the partition's last stable offset to pass the intent's batch

@@ -9,8 +9,6 @@ import pytest
 
 from weir.agent.event import decode_fields, encode_record
 from weir.agent.exactly_once import (
-    AGENT_HEADER,
-    POSITION_HEADER,
     AgentIdentity,
     Intent,
     needs_check,
@@ -23,6 +21,7 @@ from weir.agent.exactly_once import (
 )
 from weir.agent.queue import DiskQueue, Durability
 from weir.clock import FakeClock
+from weir.protocol.event_headers import AGENT_HEADER, POSITION_HEADER
 
 INTENT = Intent(first_offset=100, last_offset=104, first_position=10, end_position=15)
 
