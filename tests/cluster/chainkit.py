@@ -6,8 +6,10 @@ three-broker cluster, and `weir pipeline logs --dedupe` streams the topic into t
 
 - the agent is killed with -9 mid-send and restarted;
 - a schedule kills -9 the leader of a partition or the controller, or pauses a broker (SIGSTOP);
-- the ETL's driver (its Python process, its JVM and their workers) is killed with -9 at a random
-  moment once it has committed a batch since it started, and restarted from its checkpoint;
+- every second round, the ETL's driver (its Python process, its JVM and their workers) is killed
+  with -9 at a random moment, and restarted from its checkpoint at once: the round begins once
+  the ETL has committed a micro-batch since its last start (the copies below give it one), so
+  each kill finds it running, with the application's lines arriving;
 - another producer writes copies of records already in the topic after them, as a client does
   that sends again after a timeout (`Copier`); each copy carries a header (`COPY_HEADER`) that
   only the checkers read.
@@ -61,6 +63,7 @@ BROKER_CONFIG: dict[str, object] = {
 EXACTLY_ONCE = 'delivery_guarantee = "exactly-once"\n'
 ISR_TIMEOUT_S = 60.0
 CATCH_UP_TIMEOUT_S = 600.0
+ETL_READY_TIMEOUT_S = 180.0
 COPY_HEADER = "chain.copy"
 ETL_RECORDS_PER_TRIGGER = 20_000
 UNPARSED_EVERY = 25  # one line in this many is one no format parses
@@ -269,18 +272,19 @@ class Chain:
         self._wait_full_isr()
         self.run.copies += self.copier.copy_some(self.rng.randint(20, 200))
         self._ensure_etl()
+        kill_etl = number % 2 == 1 and self._etl_committed_since_start()
         self.agent.start(timeout=60)
         thread, stop = self.application.round_in_background()
         time.sleep(self.rng.uniform(0.3, 1.0))
         etl_first = self.rng.random() < 0.5
-        if etl_first:
-            self._kill_etl_if_it_committed()
+        if kill_etl and etl_first:
+            self._kill_etl()
         fault = fault_of(number)
         victim = self._victim(fault) if fault else None
         if victim is not None:
             self._inflict(fault, victim)
-        if not etl_first:
-            self._kill_etl_if_it_committed()
+        if kill_etl and not etl_first:
+            self._kill_etl()
         self.agent.kill()
         stop.set()
         thread.join()
@@ -297,10 +301,18 @@ class Chain:
         self._etl_batches_at_start = len(self.etl.committed())
         self.etl.start()
 
-    def _kill_etl_if_it_committed(self) -> None:
-        """Kill -9 the ETL's driver if it committed a batch since it started (else it would
-        never get past its start), and start it again at once."""
-        if not self.etl.running() or len(self.etl.committed()) <= self._etl_batches_at_start:
+    def _etl_committed_since_start(self) -> bool:
+        """Waits (bounded) until the ETL committed a micro-batch since it last started."""
+        deadline = time.monotonic() + ETL_READY_TIMEOUT_S
+        while time.monotonic() < deadline and self.etl.running():
+            if len(self.etl.committed()) > self._etl_batches_at_start:
+                return True
+            time.sleep(0.2)
+        return False
+
+    def _kill_etl(self) -> None:
+        """Kill -9 the ETL's driver (its whole process group) and start it again at once."""
+        if not self.etl.running():
             return
         self.etl.kill()
         self.run.etl_kills += 1
