@@ -165,16 +165,22 @@ def warehouse_tally(warehouse: Path, application: Application) -> WarehouseTally
 
 class Copier:
     """Another producer, writing again records already in the topic: reads up to ``count`` of
-    the last committed records of a partition and produces copies of them to the same
-    partition, with their headers (so they name the same events) and `COPY_HEADER`."""
+    the last committed records of a partition (a random one that has some) and produces copies
+    of them to the same partition, with their headers (so they name the same events) and
+    `COPY_HEADER`."""
 
     def __init__(self, bootstrap: str, topic: str, partitions: int, rng: random.Random) -> None:
         self.bootstrap, self.topic, self.partitions, self.rng = bootstrap, topic, partitions, rng
 
     def copy_some(self, count: int) -> int:
         """Returns how many copies were acknowledged."""
-        partition = self.rng.randrange(self.partitions)
-        originals = self._last(partition, count)
+        candidates = self.rng.sample(range(self.partitions), self.partitions)
+        for partition in candidates:
+            originals = self._last(partition, count)
+            if originals:
+                break
+        else:
+            return 0
         producer = Producer({"bootstrap.servers": self.bootstrap, "acks": "all",
                              "enable.idempotence": True, "log_level": 0})  # fmt: skip
         delivered = []
