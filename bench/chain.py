@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # wai
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "cluster"))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "integration"))
 from agent_process import AgentProcess, Application, read_committed, wait_drained
-from chainkit import BROKER_CONFIG, EXACTLY_ONCE, Chain, chain_line
+from chainkit import BROKER_CONFIG, EXACTLY_ONCE, Chain, ChainRun, chain_line
 from cluster_brokers import BrokerSet, ClusterBroker, create_topics, start_three
 from cluster_processes import start_zookeeper
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -74,7 +74,7 @@ def main() -> int:
             print(f"chain: {json.dumps(hops)}", flush=True)
             chain = Chain(cluster, directory / "chaos", TOPIC, PARTITIONS, random.Random(seed))
             try:
-                chain.rounds(args.rounds, args.time_limit)
+                chain.rounds(args.rounds, args.time_limit, progress=print_progress)
                 run = chain.check()
             finally:
                 chain.close()
@@ -108,6 +108,11 @@ def main() -> int:
           f"{hops['etl']}, end to end {hops['end_to_end']}; exactly once: {exact}; "
           f"{out}")  # fmt: skip
     return 0 if exact else 1
+
+
+def print_progress(run: ChainRun) -> None:
+    print(f"chain: round {run.rounds} done at {run.seconds:.0f}s: faults {dict(run.faults)}, "
+          f"ETL driver killed {run.etl_kills}x, {run.copies} copies", flush=True)  # fmt: skip
 
 
 def hop_rates(cluster: dict[int, ClusterBroker], directory: Path, seconds: float) -> dict[str, Any]:

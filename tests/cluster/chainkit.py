@@ -31,13 +31,14 @@ import re
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from cluster_brokers import UNSETTLED, ClusterBroker, MetadataView, metadata_of
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 INTEGRATION = Path(__file__).resolve().parents[1] / "integration"
 if str(INTEGRATION) not in sys.path:
@@ -61,9 +62,10 @@ BROKER_CONFIG: dict[str, object] = {
     "transaction.state.log.num.partitions": 3,
 }
 EXACTLY_ONCE = 'delivery_guarantee = "exactly-once"\n'
-ISR_TIMEOUT_S = 60.0
+ISR_TIMEOUT_S = 120.0
 CATCH_UP_TIMEOUT_S = 600.0
 ETL_READY_TIMEOUT_S = 180.0
+COPIER_TRIES = 5
 COPY_HEADER = "chain.copy"
 ETL_RECORDS_PER_TRIGGER = 20_000
 UNPARSED_EVERY = 25  # one line in this many is one no format parses
@@ -201,8 +203,10 @@ class Copier:
                              "isolation.level": "read_committed", "enable.partition.eof": True,
                              "enable.auto.commit": False, "log_level": 0})  # fmt: skip
         try:
-            tp = TopicPartition(self.topic, partition)
-            low, high = consumer.get_watermark_offsets(tp, timeout=30)
+            marks = self._watermarks(consumer, partition)
+            if marks is None:
+                return []
+            low, high = marks
             consumer.assign([TopicPartition(self.topic, partition, max(low, high - count))])
             found: list[tuple[bytes, bytes | None, list[Any]]] = []
             deadline = time.monotonic() + 10
@@ -217,6 +221,19 @@ class Copier:
             return found
         finally:
             consumer.close()
+
+    def _watermarks(self, consumer: Consumer, partition: int) -> tuple[int, int] | None:
+        """The partition's watermarks, asked again while its leader is moving (None if it
+        still has none after a few tries: no copies then)."""
+        for _ in range(COPIER_TRIES):
+            try:
+                low, high = consumer.get_watermark_offsets(
+                    TopicPartition(self.topic, partition), timeout=30
+                )
+                return int(low), int(high)
+            except KafkaException:
+                time.sleep(1)
+        return None
 
 
 @dataclass
@@ -265,12 +282,22 @@ class Chain:
         self.run = ChainRun()
         self._etl_batches_at_start = 0
 
-    def rounds(self, count: int, time_limit_s: float = float("inf")) -> ChainRun:
+    def rounds(
+        self,
+        count: int,
+        time_limit_s: float = float("inf"),
+        progress: Callable[[ChainRun], object] | None = None,
+    ) -> ChainRun:
+        """Runs ``count`` rounds (none starts after ``time_limit_s``), calling ``progress``
+        after each."""
         started = time.monotonic()
         for number in range(count):
             if time.monotonic() - started > time_limit_s:
                 break
             self._round(number)
+            self.run.seconds = time.monotonic() - started
+            if progress is not None:
+                progress(self.run)
         self.run.seconds = time.monotonic() - started
         return self.run
 
