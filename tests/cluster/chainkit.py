@@ -166,10 +166,11 @@ def warehouse_tally(warehouse: Path, application: Application) -> WarehouseTally
 
 
 class Copier:
-    """Another producer, writing again records already in the topic: reads up to ``count`` of
-    the last committed records of a partition (a random one that has some) and produces copies
-    of them to the same partition, with their headers (so they name the same events) and
-    `COPY_HEADER`."""
+    """Another producer, writing again records already in the topic: reads up to ``count``
+    committed records from near the end of a partition (a random one that has some: from its
+    high watermark less ``count``, as a broker answers it, which may lag while leadership moves)
+    and produces copies of them to the same partition, with their headers (so they name the
+    same events) and `COPY_HEADER`."""
 
     def __init__(self, bootstrap: str, topic: str, partitions: int, rng: random.Random) -> None:
         self.bootstrap, self.topic, self.partitions, self.rng = bootstrap, topic, partitions, rng
@@ -218,6 +219,8 @@ class Copier:
                     headers = message.headers() or []
                     if error is None and all(name != COPY_HEADER for name, _ in headers):
                         found.append((message.value(), message.key(), headers))
+                if len(found) >= count:
+                    return found[:count]
             return found
         finally:
             consumer.close()
