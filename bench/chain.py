@@ -30,6 +30,7 @@ import argparse
 import dataclasses
 import json
 import random
+import subprocess
 import sys
 import tempfile
 import time
@@ -75,7 +76,11 @@ def main() -> int:
             chain = Chain(cluster, directory / "chaos", TOPIC, PARTITIONS, random.Random(seed))
             try:
                 chain.rounds(args.rounds, args.time_limit, progress=print_progress)
-                run = chain.check()
+                try:
+                    run = chain.check()
+                except Exception:
+                    print_transactions(cluster[1].bootstrap)
+                    raise
             finally:
                 chain.close()
         finally:
@@ -108,6 +113,17 @@ def main() -> int:
           f"{hops['etl']}, end to end {hops['end_to_end']}; exactly once: {exact}; "
           f"{out}")  # fmt: skip
     return 0 if exact else 1
+
+
+def print_transactions(bootstrap: str) -> None:
+    """What the cluster says of the chain's transactions, when the check could not finish."""
+    for command in (["txn", "list"], ["txn", "find-hanging", "--topic", TOPIC,
+                                      "--max-transaction-timeout", "1"]):  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, "-m", "weir.cli.main", *command, "--bootstrap-server", bootstrap],
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        print(f"chain: weir {' '.join(command)}:\n{done.stdout}{done.stderr}", flush=True)
 
 
 def print_progress(run: ChainRun) -> None:
