@@ -16,7 +16,18 @@ are answered (they share one interpreter lock); the `*_cluster_down` figures are
 the broker was stopped, and measure what accepting alone costs (what callers see during an outage,
 or a burst the senders have not caught up with).
 
-Usage: python bench/agent.py [--events N] [--size BYTES] [--out bench/results/agent.json]
+Delivery (`delivery_*`, run first): at-least-once (the shared idempotent producer) beside
+exactly-once (a transaction per batch, a producer per queue) into a topic of P partitions.
+`delivery_backlog_*`: events/s from the start of an agent to the last acknowledgement of a
+backlog stored while the cluster was unreachable (the senders' own pace, full batches);
+`delivery_live_*`: events/s from the first store to the last acknowledgement while callers store
+as fast as they can and the senders deliver meanwhile (batches as large as the backlog lets
+them be; callers and senders share the interpreter); `delivery_latency_ms_*`: the median time
+from `Agent.send` of one event, alone, to its acknowledgement by the cluster (a transaction's
+extra round trips show here).
+
+Usage: python bench/agent.py [--events N] [--size BYTES] [--delivery-only]
+                             [--out bench/results/agent.json]
 """
 
 from __future__ import annotations
@@ -32,17 +43,19 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from multiprocessing.synchronize import Event as ProcessEvent
 from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
 
 sys.path.insert(0, str(Path(__file__).parent))
 from broker import start_broker
 from weir.agent.agent import Agent
 from weir.agent.client import CHUNK, WINDOW, AgentClient
-from weir.agent.config import AgentConfig
+from weir.agent.config import AgentConfig, DeliveryGuarantee
 from weir.agent.event import Event
 from weir.agent.queue import Durability
 from weir.agent.server import AgentSocketServer
@@ -158,10 +171,84 @@ def direct(bootstrap: str, topic: str, count: int, value: bytes) -> float:
     return count / (time.perf_counter() - started)
 
 
+DELIVERY_PARTITIONS = (1, 4)
+LATENCY_SAMPLES = 200
+#: a loopback port nothing listens on: an agent given it stores events and delivers none
+UNREACHABLE = "127.0.0.1:1"
+
+
+def delivery(
+    directory: Path, bootstrap: str, guarantee: DeliveryGuarantee, partitions: int, count: int,
+    value: bytes,
+) -> dict[str, float]:
+    """Through agents with `guarantee` on a topic of `partitions` partitions: events/s draining a
+    backlog stored while the cluster was unreachable, events/s stored and delivered together,
+    and the median delivery latency of one event alone."""
+    name = f"{guarantee.value}-p{partitions}"
+    topic = f"bench-delivery-{name}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
+    config = AgentConfig(bootstrap_server=bootstrap, spool=directory / f"spool-{name}",
+                         queue_bytes=256 << 20, delivery_guarantee=guarantee)  # fmt: skip
+    keys = [str(i).encode() for i in range(BATCH)]
+    batches = count // BATCH
+    agent = Agent(config)
+    try:
+        agent.send_batch(topic, [b"warm-up"] * BATCH, keys)
+        assert agent.wait_drained(60), "warm-up events not delivered"
+        started = time.perf_counter()
+        for _ in range(batches):
+            agent.send_batch(topic, [value] * BATCH, keys)
+        assert agent.wait_drained(600), "events not delivered"
+        live = batches * BATCH / (time.perf_counter() - started)
+        latency = _median_delivery_ms(agent, topic, value, keys)
+    finally:
+        agent.close()
+    offline = Agent(replace(config, bootstrap_server=UNREACHABLE,
+                            delivery_guarantee=DeliveryGuarantee.AT_LEAST_ONCE))  # fmt: skip
+    for _ in range(batches):
+        offline.send_batch(topic, [value] * BATCH, keys)
+    offline.close()
+    started = time.perf_counter()
+    agent = Agent(config)
+    try:
+        assert agent.wait_drained(600), "backlog not delivered"
+        backlog = batches * BATCH / (time.perf_counter() - started)
+    finally:
+        agent.close()
+    return {f"delivery_backlog_{name}": backlog, f"delivery_live_{name}": live,
+            f"delivery_latency_ms_{name}": latency}  # fmt: skip
+
+
+def _median_delivery_ms(agent: Agent, topic: str, value: bytes, keys: list[bytes]) -> float:
+    """From `send` of one event alone to the cluster's acknowledgement (its queue empty)."""
+    latencies = []
+    for index in range(LATENCY_SAMPLES):
+        sent = time.perf_counter()
+        agent.send(topic, value, keys[index % len(keys)])
+        while any(q.state().depth for q in agent.registry.queues()):
+            time.sleep(0.0002)
+        latencies.append((time.perf_counter() - sent) * 1000)
+    return sorted(latencies)[len(latencies) // 2]
+
+
+def delivery_side_by_side(
+    directory: Path, bootstrap: str, count: int, value: bytes
+) -> dict[str, float]:
+    results: dict[str, float] = {}
+    for partitions in DELIVERY_PARTITIONS:
+        for guarantee in (DeliveryGuarantee.AT_LEAST_ONCE, DeliveryGuarantee.EXACTLY_ONCE):
+            results |= delivery(directory, bootstrap, guarantee, partitions, count, value)
+    return results
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--events", type=int, default=100_000)
     parser.add_argument("--size", type=int, default=100)
+    parser.add_argument(
+        "--delivery-only", action="store_true", help="only the delivery guarantees side by side"
+    )
     parser.add_argument(
         "--out", type=Path, default=Path(__file__).parent / "results" / "agent.json"
     )
@@ -170,7 +257,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as directory:
         process, bootstrap = start_broker(Path(directory) / "broker")
         try:
-            results = run_all(Path(directory), bootstrap, args.events, value, process)
+            side_by_side = delivery_side_by_side(Path(directory), bootstrap, args.events, value)
+            results = {k: round(v, 2) for k, v in side_by_side.items()}
+            if not args.delivery_only:
+                results |= run_all(Path(directory), bootstrap, args.events, value, process)
         finally:
             if process.poll() is None:
                 process.terminate()

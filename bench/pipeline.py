@@ -38,6 +38,13 @@ the Python workers' path; the job does not use the broker's compiled record walk
 the other against the same broker and topic, the order swapped from one repeat to the next. The
 report gives each side's figures and the current job's rate over the baseline's
 (``vs_baseline``). The broker, the bench and the raw consumes are this checkout's either way.
+With ``--dedupe`` the records carry the agent's headers (``weir.agent``, ``weir.pos``: eight
+simulated agents, each with its own positions in every partition), and after every hundredth
+record one of the 64 before it is sent again, as a retrying client would (1% copies); every
+ETL run is then made twice, with ``--dedupe`` and without, one after the other against the same
+topic, the order swapped from one repeat to the next. The report gives the runs with dedupe
+(``dedupe``) and their rate over those without (``dedupe_vs_no_dedupe``; below 1: what
+deduplication costs). Not combined with ``--baseline``.
 Writes JSON to bench/results/pipeline.json (or --out) and prints it.
 """
 
@@ -54,6 +61,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -65,6 +73,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 import weir
 from broker import start_broker
 from parsing import old_tree
+from weir.pipeline.dedupe import AGENT, DedupeKey
 from weir.pipeline.jvm_classes import MAP
 from weir.pipeline.kafka_io import FETCH_BYTES, PARTITION_FETCH_BYTES, ensure_topic
 from weir.pipeline.logs_job import (
@@ -80,6 +89,7 @@ from weir.pipeline.logs_job import (
 )
 from weir.pipeline.session import class_archive_options, weir_session
 from weir.pipeline.warehouse import BatchCommits
+from weir.protocol.event_headers import AGENT_HEADER, POSITION_HEADER
 
 TOPIC = "bench-loglines"
 TARGET_ROWS_PER_S = 250_000
@@ -90,6 +100,10 @@ WARM_UP_RECORDS = 20_000
 DEMO_DATA = Path(__file__).resolve().parents[1] / "src" / "weir" / "cli" / "demo_data"
 TIMEOUT_S = 600
 SPARK_CONFIG = {**JOB_SPARK_CONFIG, "spark.driver.memory": "1g"}
+DEDUPE = "dedupe"  # the side of the runs with --dedupe
+AGENTS = 8  # simulated agents, with --dedupe
+COPY_EVERY = 100  # with --dedupe: after every this many records, a copy of an earlier one
+COPY_DISTANCE = 64  # how many records back the copied one is (at most)
 
 
 def demo_records() -> list[tuple[bytes, bytes]]:
@@ -107,25 +121,62 @@ def cycled(records: list[tuple[bytes, bytes]], count: int) -> list[tuple[bytes, 
 
 
 def produce(
-    bootstrap: str, records: list[tuple[bytes, bytes]], partitions: int, topic: str = TOPIC
+    bootstrap: str,
+    records: list[tuple[bytes, bytes]],
+    partitions: int,
+    topic: str = TOPIC,
+    *,
+    agents: bool = False,
 ) -> float:
-    """Produces the records round-robin over the partitions; returns the seconds it took."""
+    """Produces the records round-robin over the partitions; returns the seconds it took. With
+    ``agents``, each carries a simulated agent's headers, and copies follow (``copies``)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "1",
                          "batch.size": 1_000_000, "queue.buffering.max.messages": 2_000_000,
                          "log_level": 3})  # fmt: skip
+    positions = [0] * (AGENTS * partitions)
+    recent: deque[tuple[bytes, bytes, int, list[tuple[str, bytes]] | None]] = deque(
+        maxlen=COPY_DISTANCE
+    )
     started = time.perf_counter()
     for n, (key, value) in enumerate(records):
-        while True:
-            try:
-                producer.produce(topic, value, key, partition=n % partitions)
-                break
-            except BufferError:
-                producer.poll(0.01)
+        partition = n % partitions
+        headers = None
+        if agents:
+            writer = (n // partitions) % AGENTS * partitions + partition
+            headers = [(AGENT_HEADER, f"agent-{writer // partitions}".encode()),
+                       (POSITION_HEADER, str(positions[writer]).encode())]  # fmt: skip
+            positions[writer] += 1
+            recent.append((key, value, partition, headers))
+        send(producer, topic, value, key, partition, headers)
+        if agents and n % COPY_EVERY == COPY_EVERY - 1:
+            copied_key, copied_value, copied_partition, copied_headers = recent[0]
+            send(producer, topic, copied_value, copied_key, copied_partition, copied_headers)
     if producer.flush(120):
         raise RuntimeError("not every record was acknowledged")
     return time.perf_counter() - started
+
+
+def send(
+    producer: Producer,
+    topic: str,
+    value: bytes,
+    key: bytes,
+    partition: int,
+    headers: list[tuple[str, bytes]] | None,
+) -> None:
+    while True:
+        try:
+            producer.produce(topic, value, key, partition=partition, headers=headers)
+            return
+        except BufferError:
+            producer.poll(0.01)
+
+
+def copies(records: int, agents: bool) -> int:
+    """The copies ``produce`` sends after ``records`` records."""
+    return records // COPY_EVERY if agents else 0
 
 
 def raw_consume(bootstrap: str, expected: int, partitions: int) -> dict[str, Any]:
@@ -159,11 +210,17 @@ def in_new_process(function: Callable[..., dict[str, Any]], *args: Any) -> dict[
 
 
 def etl(
-    bootstrap: str, scratch: Path, run: str, trigger_records: int | None, topic: str = TOPIC
+    bootstrap: str,
+    scratch: Path,
+    run: str,
+    trigger_records: int | None,
+    topic: str = TOPIC,
+    dedupe: bool = False,
 ) -> dict[str, Any]:
     """One run of the job's query (available-now, ``trigger_records`` per micro-batch, or all in
-    one) on a new session: the whole run's rate, and the steady rate of the micro-batches after
-    the first (whose time includes the JVM's and the Python workers' warm-up)."""
+    one; with ``dedupe``, deduplicating on the agent's headers) on a new session: the whole
+    run's rate, and the steady rate of the micro-batches after the first (whose time includes
+    the JVM's and the Python workers' warm-up)."""
     started = time.perf_counter()
     spark = weir_session(master="local[2]", app_name="weir bench pipeline", config=SPARK_CONFIG)
     spark.sparkContext.setLogLevel("ERROR")
@@ -175,6 +232,7 @@ def etl(
         checkpoint=scratch / f"checkpoint-{run}",
         once=True,
         max_records_per_trigger=trigger_records,
+        dedupe=DedupeKey.parse(AGENT) if dedupe else None,
     )
     ensure_topic({"bootstrap.servers": bootstrap}, job.metrics_topic_name)
     writer = BatchWriter(job)
@@ -209,6 +267,7 @@ def etl(
         "records": summary.records,
         "logs": summary.logs,
         "quarantined": summary.quarantined,
+        "duplicates": summary.duplicates,
         "batches": batches,
         "seconds": round(seconds, 3),
         "rows_per_s": round(summary.records / seconds),
@@ -249,6 +308,7 @@ def etl_process(
     run: str,
     trigger_records: int | None,
     broker: int,
+    dedupe: bool = False,
 ) -> dict[str, Any]:
     """``etl`` in a new Python process (see ``in_new_process``) that imports weir from
     ``source`` (a baseline's ``src``) if given, else as this process does; with the CPU
@@ -256,7 +316,7 @@ def etl_process(
     result = scratch / f"etl-{run}.json"
     command = [sys.executable, __file__, "--etl-worker", json.dumps(
         {"bootstrap": bootstrap, "scratch": str(scratch), "run": run,
-         "trigger_records": trigger_records, "result": str(result)})]  # fmt: skip
+         "trigger_records": trigger_records, "result": str(result), "dedupe": dedupe})]  # fmt: skip
     environment = dict(os.environ)
     if source is not None:
         environment["PYTHONPATH"] = str(source)
@@ -270,7 +330,8 @@ def etl_process(
 def etl_worker(arguments: str) -> int:
     """The body of ``etl_process``'s process: runs ``etl`` and writes its result as JSON."""
     given = json.loads(arguments)
-    result = etl(given["bootstrap"], Path(given["scratch"]), given["run"], given["trigger_records"])
+    result = etl(given["bootstrap"], Path(given["scratch"]), given["run"], given["trigger_records"],
+                 dedupe=given.get("dedupe", False))  # fmt: skip
     result["weir"] = str(Path(weir.__file__).parent)
     Path(given["result"]).write_text(json.dumps(result))
     return 0
@@ -353,7 +414,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="weir-bench-") as scratch:
         process, bootstrap = start_broker(Path(scratch) / "data")
         try:
-            produce_s = produce(bootstrap, records, args.partitions)
+            produce_s = produce(bootstrap, records, args.partitions, agents=args.dedupe)
             # Live tuples would make every collection of Python's garbage collector in this
             # process (the raw consumer, then the ETL's driver) walk them.
             del records
@@ -361,6 +422,8 @@ def main() -> int:
             sides: dict[str, Path | None] = {"current": None}
             if args.baseline:
                 sides["baseline"] = old_tree(args.baseline, Path(scratch) / "baseline")
+            if args.dedupe:
+                sides[DEDUPE] = None
             raw, etls = measure(bootstrap, Path(scratch), sides, args, process.pid)
         finally:
             process.terminate()
@@ -381,8 +444,10 @@ def main() -> int:
         },
         "settings": {
             "records": args.records,
+            "copies": copies(args.records, args.dedupe),
             "partitions": args.partitions,
-            "lines": f"{len(samples)} Loghub sample lines cycled, keyed by source",
+            "lines": f"{len(samples)} Loghub sample lines cycled, keyed by source"
+            + (f", with the headers of {AGENTS} agents" if args.dedupe else ""),
             "mean_line_bytes": round(sum(len(v) for _, v in samples) / len(samples), 1),
             "raw_consume": (
                 "one consumer, assign, consume(10000), fetch.queue.backoff.ms=1, "
@@ -413,7 +478,10 @@ def main() -> int:
     }
     if args.baseline:
         report["baseline"] = {"commit": args.baseline, "etl": summaries["baseline"]}
-        report["vs_baseline"] = versus_baseline(etls)
+        report["vs_baseline"] = versus(etls, "current", "baseline")
+    if args.dedupe:
+        report[DEDUPE] = {"etl": summaries[DEDUPE]}
+        report["dedupe_vs_no_dedupe"] = versus(etls, DEDUPE, "current")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     print(json.dumps(report, indent=2))
@@ -430,7 +498,8 @@ def measure(
     """The raw consumes and each side's ETL runs, by side and micro-batch size. The raw
     consumes run once first and then after each ETL run, so that both sample the machine alike:
     its speed drifts by a third and more over a run."""
-    raw = [in_new_process(raw_consume, bootstrap, args.records, args.partitions)]
+    total = args.records + copies(args.records, args.dedupe)
+    raw = [in_new_process(raw_consume, bootstrap, total, args.partitions)]
     etls: dict[str, dict[int | None, list[dict[str, Any]]]] = {
         side: {t: [] for t in args.trigger_records} for side in sides
     }
@@ -439,21 +508,22 @@ def measure(
             order = list(sides) if n % 2 == 0 else list(reversed(sides))
             for side in order:
                 run = f"{side}-{trigger or ALL}-{n}"
-                result = etl_process(sides[side], bootstrap, scratch, run, trigger, broker)
+                result = etl_process(sides[side], bootstrap, scratch, run, trigger, broker,
+                                     dedupe=side == DEDUPE)  # fmt: skip
                 etls[side][trigger].append(result)
-                raw.append(in_new_process(raw_consume, bootstrap, args.records, args.partitions))
+                raw.append(in_new_process(raw_consume, bootstrap, total, args.partitions))
     return raw, etls
 
 
-def versus_baseline(
-    etls: dict[str, dict[int | None, list[dict[str, Any]]]],
+def versus(
+    etls: dict[str, dict[int | None, list[dict[str, Any]]]], side: str, against: str
 ) -> list[dict[str, Any]]:
-    """Per micro-batch size, the current job's rate over the baseline's: of their medians, and
-    of the runs made one after the other; and the baseline's CPU seconds per row over the
-    current job's (above 1: the current job takes less), of their medians."""
+    """Per micro-batch size, the rate of ``side``'s runs over ``against``'s: of their medians,
+    and of the runs made one after the other; and ``against``'s CPU seconds per row over
+    ``side``'s (above 1: ``side`` takes less), of their medians."""
     compared = []
-    for trigger, current in etls["current"].items():
-        baseline = etls["baseline"][trigger]
+    for trigger, current in etls[side].items():
+        baseline = etls[against][trigger]
         pairs = [c["rows_per_s"] / b["rows_per_s"] for c, b in zip(current, baseline, strict=True)]
         entry: dict[str, Any] = {
             "max_records_per_trigger": trigger,
@@ -505,8 +575,16 @@ def arguments() -> argparse.Namespace:
     parser.add_argument(
         "--out", type=Path, default=Path(__file__).parent / "results" / "pipeline.json"
     )
+    parser.add_argument(
+        "--dedupe",
+        action="store_true",
+        help="records with the agent's headers and 1%% copies; each ETL run with --dedupe too",
+    )
     parser.add_argument("--etl-worker", help=argparse.SUPPRESS)
-    return parser.parse_args()
+    args = parser.parse_args()
+    if args.dedupe and args.baseline:
+        parser.error("--dedupe and --baseline are not combined")
+    return args
 
 
 if __name__ == "__main__":

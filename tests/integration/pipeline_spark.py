@@ -166,15 +166,22 @@ class LineFeeder:
 
 class LogsJobProcess:
     """``weir pipeline logs`` (streaming, no --once) as a child process in its own session, so
-    that ``kill`` reaches the driver's JVM too."""
+    that ``kill`` reaches the driver's JVM too. ``options``: more of its flags."""
 
-    def __init__(self, bootstrap: str, topic: str, root: Path) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        root: Path,
+        *options: str,
+        max_records_per_trigger: int = 4000,
+    ) -> None:
         self.warehouse, self.checkpoint = root / "warehouse", root / "checkpoint"
         self.command = [
             sys.executable, "-m", "weir.cli.main", "pipeline", "logs", "--topic", topic,
             "--warehouse", str(self.warehouse), "--checkpoint", str(self.checkpoint),
             "--bootstrap-server", bootstrap, "--master", "local[2]",
-            "--max-records-per-trigger", "4000",
+            "--max-records-per-trigger", str(max_records_per_trigger), *options,
         ]  # fmt: skip
         self.root = root
         self.process: subprocess.Popen[bytes] | None = None
@@ -208,6 +215,9 @@ class LogsJobProcess:
         markers = self.warehouse.glob("_batches/*/*")
         return [json.loads(m.read_text()) for m in markers if m.name.isdigit()]
 
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
     def wait_for(self, condition: Any, what: str, timeout: float = 600) -> None:
         """Wait for `condition`, failing early if the job exits."""
 
@@ -234,6 +244,31 @@ class LogsJobProcess:
 
     def output(self) -> str:
         return (self.root / f"job-{self.runs}.log").read_text(errors="replace")[-4000:]
+
+
+def run_logs_job_command(arguments: list[str]) -> dict[str, Any]:
+    """Runs ``weir pipeline logs`` with ``arguments`` to its end; returns its JSON report."""
+    command = [sys.executable, "-m", "weir.cli.main", "pipeline", "logs", *arguments]
+    done = subprocess.run(
+        command, capture_output=True, text=True, timeout=300, env={**os.environ}, check=False
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    report: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return report
+
+
+def warehouse_rows(warehouse: Path, table: str, columns: list[str]) -> list[dict[str, Any]]:
+    """The rows of one of the warehouse's tables (its Parquet files, read with pyarrow; the
+    partition directories give their columns, Hive's null name read as null)."""
+    import pyarrow.dataset as ds  # type: ignore[import-untyped]
+
+    directory = warehouse / table
+    if not directory.exists():
+        return []
+    partitioning = ds.HivePartitioning.discover(null_fallback="__HIVE_DEFAULT_PARTITION__")
+    dataset = ds.dataset(str(directory), format="parquet", partitioning=partitioning)
+    rows: list[dict[str, Any]] = dataset.to_table(columns=columns).to_pylist()
+    return rows
 
 
 def free_port() -> int:

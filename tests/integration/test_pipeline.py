@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta
@@ -27,6 +24,7 @@ from pipeline_spark import (
     demo_lines,
     local_session,
     produce,
+    run_logs_job_command,
     stream,
 )
 from security_setup import make_certificates, sasl_ssl_settings, start_scram_broker
@@ -474,16 +472,6 @@ def run_etl(bootstrap: str, warehouse: Path, checkpoint: Path, *extra: str) -> d
         "--topic", "loglines", "--warehouse", str(warehouse), "--checkpoint", str(checkpoint),
         "--bootstrap-server", bootstrap, "--once", "--master", "local[2]", *extra,
     ])  # fmt: skip
-
-
-def run_logs_job_command(arguments: list[str]) -> dict[str, Any]:
-    command = [sys.executable, "-m", "weir.cli.main", "pipeline", "logs", *arguments]
-    done = subprocess.run(
-        command, capture_output=True, text=True, timeout=300, env={**os.environ}, check=False
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
-    report: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return report
 
 
 def test_logs_stream_is_exactly_once_across_kill_9(

@@ -23,7 +23,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from weir.agent.config import AgentConfig
+from weir.agent.config import AgentConfig, DeliveryGuarantee
 from weir.agent.deadletter import DeadLetters
 from weir.agent.event import (
     Event,
@@ -33,6 +33,7 @@ from weir.agent.event import (
     encode_unkeyed,
     timestamp_prefix,
 )
+from weir.agent.exactly_once import INTENT_SUFFIX, AgentIdentity, RingTransactions
 from weir.agent.link import KafkaLink
 from weir.agent.memory import SpillingQueue
 from weir.agent.metrics import serve_metrics
@@ -72,6 +73,7 @@ class Agent:
         self._clock = clock or SystemClock()
         self._max_event_bytes = config.max_event_bytes
         self._link = KafkaLink(config.bootstrap_server, config.producer)
+        self.identity = AgentIdentity.load_or_create(config.spool)
         self._sticky = StickyPartitioner()
         self._senders: dict[tuple[str, int], Sender] = {}
         self._stopping = threading.Event()
@@ -432,9 +434,26 @@ class Agent:
         return tailer
 
     def _start_sender(self, queue: PartitionQueue) -> None:
-        sender = Sender(queue, self._link, clock=self._clock, rehome=self._rehome)
+        identity = transactions = None
+        if isinstance(queue, DiskQueue):  # positions survive restarts: they name the events
+            identity = self.identity.encode()
+            transactions = self._transactions(queue)
+        sender = Sender(queue, self._link, clock=self._clock, rehome=self._rehome,
+                        identity=identity, transactions=transactions)  # fmt: skip
         self._senders[(queue.topic, queue.partition)] = sender
         sender.start()
+
+    def _transactions(self, queue: DiskQueue) -> RingTransactions | None:
+        if self.config.delivery_guarantee is not DeliveryGuarantee.EXACTLY_ONCE:
+            return None
+        return RingTransactions(
+            bootstrap=self.config.bootstrap_server,
+            settings=self.config.producer,
+            agent=self.identity,
+            topic=queue.topic,
+            partition=queue.partition,
+            intent_path=queue.ring.path.with_suffix(INTENT_SUFFIX),
+        )
 
     def _rehome(self, queue: PartitionQueue, payloads: list[bytes], reason: str) -> bool:
         """A batch refused because its topic or partition does not exist: dead-lettered when

@@ -6,6 +6,7 @@ Example::
     spool = "/var/spool/weir-agent"
     socket = "/run/weir-agent.sock"
     default_durability = "events"      # or "logs", "memory", "shm"
+    delivery_guarantee = "at-least-once"  # or "exactly-once" (see weir.agent.exactly_once)
     queue_bytes = 67108864             # ring size of each topic-partition queue
     max_event_bytes = 1048576
     group_commit_ms = 0.5              # events: how long a flush leader waits for company
@@ -35,6 +36,11 @@ Example::
     topic = "app-logs"
     key = "apache"                     # optional: the lines' record key, a log format's name
 
+`delivery_guarantee` applies to the disk classes (`events`, `logs`); `memory` and `shm` queues
+are at-least-once whatever it says (their positions do not survive a restart of the host).
+Exactly-once needs the cluster to allow the agent transactions: ACLs granting WRITE and DESCRIBE
+on the transactional ids `weir-agent.<agent id>.*` (the agent id is in `<spool>/agent.id`).
+
 Tailed topics default to the `logs` class unless `[topics.<topic>]` names another. An input's
 `key` must name a registered log format (the shipped ones and those of `formats`): the agent
 refuses to start otherwise (see `weir.agent.input_formats`).
@@ -47,6 +53,7 @@ secrets hidden).
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import os
 import tomllib
@@ -60,6 +67,11 @@ from weir.agent.wire import DEFAULT_SOCKET
 from weir.protocol.client_settings import client_settings, is_security_setting, redacted
 
 
+class DeliveryGuarantee(enum.Enum):
+    AT_LEAST_ONCE = "at-least-once"
+    EXACTLY_ONCE = "exactly-once"
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AgentConfig:
     bootstrap_server: str = field(
@@ -69,6 +81,7 @@ class AgentConfig:
     socket: Path = Path(DEFAULT_SOCKET)
     default_durability: Durability = Durability.EVENTS
     topic_durability: dict[str, Durability] = field(default_factory=dict)
+    delivery_guarantee: DeliveryGuarantee = DeliveryGuarantee.AT_LEAST_ONCE
     queue_bytes: int = 64 << 20
     max_event_bytes: int = 1 << 20
     group_commit_ms: float = 0.5
@@ -124,6 +137,8 @@ def load_config(path: Path | None) -> AgentConfig:
             raw[name] = Path(raw[name])
     if "producer" in raw:
         raw["producer"] = client_settings(raw["producer"])
+    if "delivery_guarantee" in raw:
+        raw["delivery_guarantee"] = DeliveryGuarantee(raw["delivery_guarantee"])
     if "default_durability" in raw:
         raw["default_durability"] = Durability(raw["default_durability"])
     durabilities = {t: Durability(s["durability"]) for t, s in topics.items()}

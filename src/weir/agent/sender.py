@@ -9,8 +9,14 @@ While BACKING_OFF the backlog stays on disk in the queue; the same batch (the ol
 sent again, so a partition's events reach the topic in the order they were accepted. A batch the
 cluster refuses because its topic or partition does not exist is handed to `rehome` (the agent
 dead-letters it, or places it again if the topic now has fewer partitions) instead of being
-retried for ever. A crash
-between delivery and acknowledgement sends the batch again: at-least-once.
+retried for ever.
+
+Records of disk queues carry the agent's identity and their ring position as headers
+(`weir.agent.exactly_once.with_position`). Delivered through the shared `KafkaLink`, a crash
+between delivery and acknowledgement sends the batch again: at-least-once. Given the queue's
+`RingTransactions` (exactly-once), each batch is a transaction, and before its first batch, and
+again after any failed delivery, the sender resumes: it fences the queue's earlier producers and
+skips the events a predecessor committed but did not acknowledge in the ring.
 """
 
 from __future__ import annotations
@@ -20,9 +26,11 @@ import logging
 import threading
 from collections.abc import Callable
 
-from weir.agent.event import decode_fields
+from weir.agent.event import Fields, decode_fields
+from weir.agent.exactly_once import RingTransactions, skip_delivered, with_position
 from weir.agent.link import ABANDON_GRACE_S, Abandon, DeliveryFailed, KafkaLink
 from weir.agent.queue import PartitionQueue
+from weir.agent.ring import RecordBatchView
 from weir.clock import Clock
 
 log = logging.getLogger(__name__)
@@ -60,7 +68,11 @@ class Sender:
         backoff_ms: tuple[int, int] = (100, 5000),
         delivery_timeout_s: float = 60.0,
         rehome: Rehome = lambda queue, payloads, reason: False,
+        identity: bytes | None = None,
+        transactions: RingTransactions | None = None,
     ) -> None:
+        """`identity`: the agent's, carried by each record with its ring position (queues whose
+        positions survive restarts); `transactions`: deliver exactly-once through them."""
         self.queue, self._link, self._clock = queue, link, clock
         self._max_records, self._max_bytes = max_records, max_bytes
         self._backoff_min, self._backoff_max = backoff_ms
@@ -68,6 +80,8 @@ class Sender:
         self._delivery_timeout_s = delivery_timeout_s
         self._rehome = rehome
         self._misplaced: str | None = None  # why the last batch was rehomed: so may the next
+        self._identity, self._transactions = identity, transactions
+        self.skipped = 0  # events a predecessor had committed but not acknowledged
         self.state = SenderState.IDLE
         self.sent = 0
         self.last_error: str | None = None
@@ -98,9 +112,13 @@ class Sender:
         self.state = target
 
     def _run(self) -> None:
-        while not self._stopping.is_set():
-            if not self.send_once():
-                self.queue.wait_for_data(0.1)
+        try:
+            while not self._stopping.is_set():
+                if not self.send_once():
+                    self.queue.wait_for_data(0.1)
+        finally:
+            if self._transactions is not None:
+                self._transactions.close()
 
     def send_once(self) -> bool:
         """Send the oldest batch; True if one was sent and acknowledged."""
@@ -109,15 +127,23 @@ class Sender:
             return False
         if self.state is SenderState.IDLE:
             self._move(SenderState.SENDING)
+        if self._transactions is not None and not self._transactions.ready:
+            if not self._resumed(batch.first_sequence):
+                return False
+            batch = self.queue.peek(self._max_records, self._max_bytes)
+            if not batch.payloads:
+                self._move(SenderState.IDLE)
+                return True
         if self._misplaced is not None:
             if self._rehome(self.queue, batch.payloads, self._misplaced):
                 self.queue.acknowledge(batch)
                 return True
             self._misplaced = None
         records = [decode_fields(p) for p in batch.payloads]
+        if self._identity is not None:
+            records = with_position(records, self._identity, batch.first_sequence)
         try:
-            self._link.deliver(self.queue.topic, records, self.queue.partition,
-                               self._delivery_timeout_s, abandon=self._abandon)  # fmt: skip
+            self._deliver(batch, records)
         except DeliveryFailed as exc:
             if not (exc.placement and self._rehome(self.queue, batch.payloads, str(exc))):
                 self.queue.note_delivery(False)
@@ -129,6 +155,25 @@ class Sender:
         self.sent += len(records)
         self._backoff, self.last_error = self._backoff_min, None
         self._move(SenderState.IDLE)
+        return True
+
+    def _deliver(self, batch: RecordBatchView, records: list[Fields]) -> None:
+        if self._transactions is not None:
+            self._transactions.deliver(batch, records, self._delivery_timeout_s, self._abandon)
+        else:
+            self._link.deliver(self.queue.topic, records, self.queue.partition,
+                               self._delivery_timeout_s, abandon=self._abandon)  # fmt: skip
+
+    def _resumed(self, read_sequence: int) -> bool:
+        """Fence earlier producers and skip what they committed; False (backing off) if the
+        cluster could not tell."""
+        assert self._transactions is not None
+        try:
+            position = self._transactions.resume(read_sequence)
+        except DeliveryFailed as exc:
+            self._back_off(f"resuming: {exc}")
+            return False
+        self.skipped += skip_delivered(self.queue, position, self._max_bytes)
         return True
 
     def _back_off(self, reason: str) -> None:

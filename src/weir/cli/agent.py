@@ -44,6 +44,8 @@ def register(commands: Any) -> None:
     add_client_settings(start)
     start.add_argument("--tail", action="append", default=[], metavar="GLOB:TOPIC",
                        help="follow the files matching GLOB into TOPIC (repeatable)")  # fmt: skip
+    start.add_argument("--delivery-guarantee", choices=["exactly-once", "at-least-once"],
+                       help="override the config's delivery_guarantee")  # fmt: skip
     start.add_argument("--metrics-port", type=int, metavar="N",
                        help="serve Prometheus metrics on port N (0: any free port)")  # fmt: skip
     add_formats_option(start)  # format files besides the shipped ones, for the inputs' keys
@@ -64,7 +66,7 @@ def register(commands: Any) -> None:
 
 def run_start(args: argparse.Namespace) -> int:
     from weir.agent.agent import Agent
-    from weir.agent.config import load_config
+    from weir.agent.config import DeliveryGuarantee, load_config
     from weir.agent.input_formats import UnknownFormatKey, check_input_keys
     from weir.agent.server import AgentSocketServer
     from weir.agent.tail import parse_tail_flag
@@ -80,6 +82,9 @@ def run_start(args: argparse.Namespace) -> int:
         spool=args.spool,
         bootstrap_server=args.bootstrap_server,
         metrics_port=args.metrics_port,
+        delivery_guarantee=DeliveryGuarantee(args.delivery_guarantee)
+        if args.delivery_guarantee
+        else None,
         inputs=config.inputs + tuple(parse_tail_flag(t) for t in args.tail) or None,
         formats=config.formats + tuple(args.formats) or None,
     )

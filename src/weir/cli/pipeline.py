@@ -36,6 +36,19 @@ def register(commands: Any) -> None:
         "--max-records-per-trigger", type=int, help="cap on the records of one micro-batch"
     )
     logs.add_argument("--driver-memory", default="1g")
+    logs.add_argument(
+        "--dedupe",
+        nargs="?",
+        const="agent",
+        metavar="KEY",
+        help="write a record that reached the topic twice once, named by KEY: agent (the "
+        "headers weir.agent and weir.pos; the default) or FIELD[,FIELD...]:POSITION",
+    )
+    logs.add_argument(
+        "--dedupe-window",
+        metavar="DURATION",
+        help="how long a writer's highest position is kept after its last record (7d)",
+    )
     add_formats_option(logs)
     add_bootstrap(logs)
     add_client_settings(logs)
@@ -47,17 +60,18 @@ def run_logs(args: argparse.Namespace) -> int:
     from pyspark.errors import StreamingQueryException
 
     from weir.logformats import FormatFileError
+    from weir.pipeline.dedupe import DedupeKeyError
     from weir.pipeline.logs_job import SPARK_CONFIG, run_logs_job
     from weir.pipeline.session import weir_session
 
     try:
         args = merged(args)
         registry_of(args.formats)  # a bad format file stops here, before any data is read
-    except (PipelineConfigError, FormatFileError) as error:
+        job = logs_job(args)
+    except (PipelineConfigError, FormatFileError, DedupeKeyError) as error:
         print(f"weir: {error}", file=sys.stderr)
         return 2
 
-    job = logs_job(args)
     spark = weir_session(
         master=args.master,
         app_name="weir pipeline logs",
@@ -80,6 +94,7 @@ def run_logs(args: argparse.Namespace) -> int:
         "records": summary.records,
         "logs": summary.logs,
         "quarantined": summary.quarantined,
+        "duplicates": summary.duplicates,
         "seconds": round(elapsed, 3),
         "warehouse": str(job.warehouse),
         "metrics_topic": job.metrics_topic_name,
@@ -89,6 +104,7 @@ def run_logs(args: argparse.Namespace) -> int:
 
 
 def logs_job(args: argparse.Namespace) -> LogsJob:
+    from weir.pipeline.dedupe import DedupeKey, parse_window
     from weir.pipeline.logs_job import LogsJob
 
     return LogsJob(
@@ -101,6 +117,8 @@ def logs_job(args: argparse.Namespace) -> LogsJob:
         max_records_per_trigger=args.max_records_per_trigger,
         formats=tuple(path.resolve() for path in args.formats),
         client_settings={k: str(v) for k, v in security_settings(args).items()},
+        dedupe=DedupeKey.parse(args.dedupe) if args.dedupe is not None else None,
+        dedupe_window_s=parse_window(args.dedupe_window),
     )
 
 

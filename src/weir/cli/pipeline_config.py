@@ -13,6 +13,8 @@ spell it::
     "spark.driver.memory" = "2g"
     once = false
     formats = ["formats/", "/etc/weir/orders.toml"]
+    dedupe = "agent"                       # or "FIELD[,FIELD...]:POSITION"
+    "dedupe.window" = "7d"
 
 Relative paths (warehouse, checkpointLocation, formats) are read from the file's directory. A
 flag given on the command line wins over the file; a list flag (``--formats``) replaces the
@@ -88,6 +90,8 @@ SETTINGS = (
     Setting("spark.driver.memory", "driver_memory", _text, lambda: "1g"),
     Setting("once", "once", _flag, lambda: False),
     Setting("formats", "formats", _paths, lambda: []),
+    Setting("dedupe", "dedupe", _text, lambda: None),
+    Setting("dedupe.window", "dedupe_window", _text, lambda: "7d"),
 )  # fmt: skip
 _BY_DEST = {setting.dest: setting for setting in SETTINGS}
 
@@ -104,7 +108,7 @@ def add_config_option(parser: argparse.ArgumentParser) -> None:
         type=Path,
         metavar="FILE",
         help="settings in TOML (bootstrap.servers, subscribe, warehouse, checkpointLocation, "
-        "maxRecordsPerTrigger, formats, ...); flags override them",
+        "maxRecordsPerTrigger, formats, dedupe, ...); flags override them",
     )
 
 

@@ -49,12 +49,17 @@ RECORD_FIELDS = [
 ]
 TIMESTAMP_FIELDS = [pa.field("timestamp", TIMESTAMP_TYPE), pa.field("timestampType", pa.int32())]
 HEADERS_FIELD = pa.field("headers", HEADER_TYPE)
+HEADER_COLUMN_PREFIX = "header:"
 # Records a range reader takes per poll and yields per Arrow batch. A poll's messages live in
 # Python's small-object arenas until its batch is built, and the arenas they empty go back to
 # the OS, to be faulted in (zeroed) again by the next poll: with ten thousand per poll instead
 # of fifty, the log ETL's query over 3M records faulted in 190k pages instead of 250k.
 BATCH_RECORDS = 10_000
 FETCH_QUEUE_BACKOFF_MS = 1
+# How long a range reader's poll waits for its records. A poll returns as soon as it has them
+# all; it waits out the time when fewer come, as at the end of a range that ends with
+# transaction markers, after which the reader sees from its position that it is done.
+POLL_WAIT_S = 0.2
 PARTITION_FETCH_BYTES = 16 << 20
 FETCH_BYTES = 64 << 20
 METADATA_TIMEOUT_S = 30.0
@@ -63,11 +68,23 @@ OUT_OF_RANGE = {KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET}
 _NO_OFFSETS = np.empty(0, dtype=np.int64)
 
 
-def record_schema(*, include_headers: bool, include_timestamps: bool = True) -> pa.Schema:
+def record_schema(
+    *, include_headers: bool, include_timestamps: bool = True, header_values: Sequence[str] = ()
+) -> pa.Schema:
     """The Arrow schema of read batches: Spark's Kafka source columns (without the timestamp
-    columns for a reader that has no use for them)."""
+    columns for a reader that has no use for them), then one binary column per header of
+    ``header_values`` (``header_column``)."""
     fields = RECORD_FIELDS + (TIMESTAMP_FIELDS if include_timestamps else [])
-    return pa.schema(fields + ([HEADERS_FIELD] if include_headers else []))
+    fields += [HEADERS_FIELD] if include_headers else []
+    return pa.schema(
+        fields + [pa.field(header_column(name), pa.binary()) for name in header_values]
+    )
+
+
+def header_column(name: str) -> str:
+    """The column of a read batch that holds each record's value of header ``name`` (its last
+    one; null for a record without it)."""
+    return f"{HEADER_COLUMN_PREFIX}{name}"
 
 
 def reader_config(client_options: Mapping[str, str]) -> dict[str, Any]:
@@ -188,7 +205,15 @@ class RangeReader:
 
     If the range's first offsets are deleted before they are fetched, it raises DataLossError
     when ``fail_on_data_loss``, and otherwise logs it and continues from the log start offset.
-    Without ``include_timestamps`` the batches lack the timestamp columns.
+    Without ``include_timestamps`` the batches lack the timestamp columns; ``header_values``
+    adds a column per named header (``header_column``), read without building the whole
+    ``headers`` list of every record.
+
+    Offsets that hold no record a consumer is given (transaction markers, and the records of
+    aborted transactions, which a read_committed consumer skips, as librdkafka's is by default)
+    end a range as often as not: a range planned up to the last stable offset ends with its
+    last commit marker. When a poll brings nothing, the consumer's position tells how far it
+    has read past such offsets; a range whose end it reached is done.
     """
 
     def __init__(
@@ -199,14 +224,18 @@ class RangeReader:
         fail_on_data_loss: bool,
         poll_timeout_s: float,
         include_timestamps: bool = True,
+        header_values: Sequence[str] = (),
     ) -> None:
         self.config = reader_config(client_options)
         self.include_headers = include_headers
         self.include_timestamps = include_timestamps
+        self.header_values = tuple(header_values)
         self.fail_on_data_loss = fail_on_data_loss
         self.poll_timeout_s = poll_timeout_s
         self.schema = record_schema(
-            include_headers=include_headers, include_timestamps=include_timestamps
+            include_headers=include_headers,
+            include_timestamps=include_timestamps,
+            header_values=self.header_values,
         )
 
     def read(self, r: OffsetRange) -> Iterator[pa.RecordBatch]:
@@ -234,7 +263,10 @@ class RangeReader:
                 last_progress = time.monotonic()
                 next_offset = int(offsets[-1]) + 1
                 yield batch
-            elif time.monotonic() - last_progress > self.poll_timeout_s:
+            if next_offset < r.end and (position := _position(consumer, r)) > next_offset:
+                last_progress = time.monotonic()
+                next_offset = position  # past offsets that hold no record to give
+            elif batch is None and time.monotonic() - last_progress > self.poll_timeout_s:
                 raise TimeoutError(
                     f"{r.topic}-{r.partition}: no record at offset {next_offset} "
                     f"(reading up to {r.end}) within {self.poll_timeout_s}s"
@@ -247,7 +279,7 @@ class RangeReader:
         where to restart after records were deleted. Per-message calls run in C (``map``); an
         error takes the slow path. One partition's offsets ascend, so when the first and the
         last are as far apart as the messages are many, the offsets between are every one."""
-        polled = consumer.consume(num_messages=wanted, timeout=1.0)
+        polled = consumer.consume(num_messages=wanted, timeout=POLL_WAIT_S)
         if any(map(Message.error, polled)):
             for message in polled:
                 error = message.error()
@@ -302,6 +334,8 @@ class RangeReader:
             ]
         if self.include_headers:
             columns.append(pa.array([_headers(m) for m in messages], HEADER_TYPE))
+        if self.header_values:
+            columns += _header_values(messages, self.header_values)
         return pa.RecordBatch.from_arrays(columns, schema=self.schema)
 
 
@@ -318,6 +352,24 @@ def _collection_paused() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
+
+
+def _position(consumer: Consumer, r: OffsetRange) -> int:
+    """The offset the consumer reads next in the range's partition (-1 before it read any)."""
+    (found,) = consumer.position([TopicPartition(r.topic, r.partition)])
+    offset: int = found.offset
+    return offset
+
+
+def _header_values(messages: list[Message], names: tuple[str, ...]) -> list[pa.Array]:
+    """Per name, each message's value of that header (its last one), null where it has none."""
+    values: dict[str, list[Any]] = {name: [None] * len(messages) for name in names}
+    for index, headers in enumerate(map(Message.headers, messages)):
+        for name, value in cast(list[tuple[str, Any]], headers or []):
+            column = values.get(name)
+            if column is not None:
+                column[index] = value
+    return [pa.array(values[name], pa.binary()) for name in names]
 
 
 def _headers(message: Message) -> list[dict[str, Any]] | None:

@@ -5,7 +5,8 @@ offsets in the checkpoint, ``maxRecordsPerTrigger``, available-now triggers, dat
 handling), but each task, instead of handing its raw records to Spark, parses them and writes
 them as Parquet under the ``spool`` directory (see ``weir.pipeline.task_files``). Its rows are
 the tasks' manifests: the files each wrote and its line counts. The option ``formats`` (a JSON
-list of paths) names the job's own format files. The records thus never pass through the JVM: a
+list of paths) names the job's own format files; ``dedupe`` the key its tasks deduplicate on
+(``weir.pipeline.dedupe``), if they do. The records thus never pass through the JVM: a
 row crossing from Python to the JVM and back to Python cost more than parsing it.
 
 Each Python process Spark starts for the query imports only what its part needs. The one that
@@ -33,6 +34,7 @@ from weir.pipeline.options import SourceOptions
 FORMAT = "weir-log-files"
 SPOOL_OPTION = "spool"
 FORMATS_OPTION = "formats"  # a JSON list of format files and directories
+DEDUPE_OPTION = "dedupe"  # a dedupe key (weir.pipeline.dedupe.DedupeKey.spec)
 
 
 class LogFilesDataSource(DataSource):
@@ -53,6 +55,7 @@ class LogFilesDataSource(DataSource):
         if not spool:
             raise OffsetOptionError(f"the option {SPOOL_OPTION} is required")
         formats = next((options.pop(k) for k in list(options) if k.lower() == FORMATS_OPTION), "[]")
+        dedupe = next((options.pop(k) for k in list(options) if k.lower() == DEDUPE_OPTION), None)
         return LogFilesStreamReader(
-            SourceOptions.parse(options), Path(spool), tuple(json.loads(formats))
+            SourceOptions.parse(options), Path(spool), tuple(json.loads(formats)), dedupe
         )

@@ -33,6 +33,13 @@ committed with the batch before it. So each input line lands in the warehouse ex
 with the template id it would have had without the restart, even across a kill -9 of the
 driver. Each batch's per-minute metrics also go, as JSON, to a metrics topic; there a
 replayed batch may publish its rows again (at-least-once; each row carries its ``batch``).
+
+With ``dedupe`` (``weir.pipeline.dedupe``) a record that reached the topic twice is written
+once: before each batch the driver writes the high waters committed with the batch before into
+the spool, the tasks drop the copies among their records (each partition's range read by one
+task), and the driver commits the high waters they report, merged, with the batch (a named
+state beside the miner's). Each batch's marker then counts the copies dropped
+(``duplicates``; ``records`` counts them too).
 """
 
 from __future__ import annotations
@@ -49,12 +56,25 @@ import pyarrow as pa  # type: ignore[import-untyped]
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
+from weir.clock import Clock, SystemClock
 from weir.logformats import FormatRegistry
 from weir.logformats.batch import BatchParser
 from weir.logformats.mining import Occurrences, TemplateMiner
+from weir.pipeline.dedupe import (
+    DEFAULT_WINDOW_S,
+    HIGH_WATER_FILE,
+    DedupeKey,
+    HighWaters,
+    reported,
+)
 from weir.pipeline.kafka_io import MessagePublisher, ensure_topic
+from weir.pipeline.log_files import (
+    DEDUPE_OPTION,
+    FORMATS_OPTION,
+    SPOOL_OPTION,
+    LogFilesDataSource,
+)
 from weir.pipeline.log_files import FORMAT as LOG_FILES_FORMAT
-from weir.pipeline.log_files import FORMATS_OPTION, SPOOL_OPTION, LogFilesDataSource
 from weir.pipeline.logs_writer import (
     KNOWN_IDS_FILE,
     PARSED_SUFFIX,
@@ -63,7 +83,7 @@ from weir.pipeline.logs_writer import (
     write_left_rows,
     write_template_ids,
 )
-from weir.pipeline.manifest import FILE, PARSED, TEMPLATE
+from weir.pipeline.manifest import FILE, HIGH_WATER, PARSED, TEMPLATE
 from weir.pipeline.metrics import (
     QUARANTINE_SCHEMA,
     BatchCounts,
@@ -109,6 +129,7 @@ SPARK_CONFIG = {
     "spark.ui.showConsoleProgress": "false",
 }
 SPOOL_DIR = "tasks"
+HIGH_WATER_STATE = "high-water"  # the name of the deduplication's state in the batch commits
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -125,6 +146,10 @@ class LogsJob:
     formats: tuple[Path, ...] = ()  # format files or directories, besides the shipped formats
     #: librdkafka settings (security ones: `weir.protocol.client_settings`) of every client
     client_settings: Mapping[str, str] = field(default_factory=dict)
+    #: what names a record for deduplication (`weir.pipeline.dedupe`); None: no deduplication
+    dedupe: DedupeKey | None = None
+    #: how long the job remembers a writer's high water after its last record
+    dedupe_window_s: int = DEFAULT_WINDOW_S
 
     @property
     def metrics_topic_name(self) -> str:
@@ -147,6 +172,7 @@ class RunSummary:
     records: int = 0
     logs: int = 0
     quarantined: int = 0
+    duplicates: int = 0
     replayed: list[int] = field(default_factory=list)
 
     def add(self, marker: dict[str, Any]) -> None:
@@ -154,6 +180,7 @@ class RunSummary:
         self.records += marker["records"]
         self.logs += marker["logs"]
         self.quarantined += marker["quarantined"]
+        self.duplicates += marker.get("duplicates", 0)
 
 
 def parse_batches(
@@ -205,6 +232,9 @@ def start_query(spark: SparkSession, job: LogsJob, writer: BatchWriter) -> Strea
         .option(FORMATS_OPTION, json.dumps([str(path.resolve()) for path in job.formats]))
     )
     reader = reader.options(**job.source_client_options())
+    if job.dedupe is not None:
+        # One task per partition's range: it sees every record that precedes its own.
+        reader = reader.option(DEDUPE_OPTION, job.dedupe.spec()).option("minPartitions", "1")
     if job.max_records_per_trigger is not None:
         reader = reader.option("maxRecordsPerTrigger", str(job.max_records_per_trigger))
     stream = (
@@ -229,40 +259,71 @@ class BatchWriter:
 
     Runs on the driver. A batch whose marker exists (it was committed before Spark recorded it
     done) is skipped; otherwise its tables are staged, its metrics published to the metrics
-    topic, and its files committed into the warehouse with the template miner's state. The
-    miner is loaded from the state of the last committed batch before the first batch it mines.
+    topic, and its files committed into the warehouse with the template miner's state (and the
+    deduplication's high waters). The miner and the high waters are loaded from the states of
+    the last committed batch before the first batch that uses them.
     """
 
-    def __init__(self, job: LogsJob) -> None:
+    def __init__(self, job: LogsJob, clock: Clock | None = None) -> None:
         self.job = job
+        self.clock = clock or SystemClock()
         self.summary = RunSummary()
         self._commits: BatchCommits | None = None
         self._metrics: MessagePublisher | None = None
         self._miner: TemplateMiner | None = None
+        self._high_waters: HighWaters | None = None
 
     def __call__(self, manifests: DataFrame, batch_id: int) -> None:
         commits = self._batch_commits()
         if commits.committed(batch_id) is not None:
             self.summary.replayed.append(batch_id)
-            self._miner = None
+            self._miner = self._high_waters = None
             return
         miner = self._template_miner(commits, batch_id)
         try:
             staging = commits.stage(batch_id)
             spool = spool_of(self.job.warehouse)
-            write_template_ids(spool / KNOWN_IDS_FILE, miner.known())  # before the tasks run
-            counts, files, spooled = write_tables(manifests, spool, staging, batch_id, miner)
+            # Before the tasks run: what they start from.
+            write_template_ids(spool / KNOWN_IDS_FILE, miner.known())
+            high_waters = self._high_waters_before(commits, batch_id, spool)
+            manifest = manifests.toArrow().to_pylist()  # runs the batch's tasks
+            counts, files, spooled = write_tables(manifest, spool, staging, batch_id, miner)
             if self._metrics is None:
                 self._metrics = MessagePublisher(self.job.client(), self.job.metrics_topic_name)
             self._metrics.publish(counts.metrics_messages())
-            marker = commits.commit(
-                batch_id, counts.summary(), files, elsewhere=spooled, state=miner.to_bytes()
-            )
+            summary: dict[str, Any] = counts.summary()
+            states = {}
+            if high_waters is not None:
+                high_waters, summary["duplicates"] = self._after(high_waters, manifest)
+                summary["records"] += summary["duplicates"]
+                states[HIGH_WATER_STATE] = high_waters.to_bytes()
+            marker = commits.commit(batch_id, summary, files, elsewhere=spooled,
+                                    state=miner.to_bytes(), states=states)  # fmt: skip
         except BaseException:
-            self._miner = None  # it mined a batch that is not committed
+            # They took in a batch that is not committed.
+            self._miner = self._high_waters = None
             raise
+        self._high_waters = high_waters
         self.summary.add(marker)
         delete_templates_before(self.job.warehouse, batch_id)
+
+    def _high_waters_before(
+        self, commits: BatchCommits, batch_id: int, spool: Path
+    ) -> HighWaters | None:
+        """The high waters committed with the batch before (None without deduplication),
+        written to the spool for the batch's tasks."""
+        if self.job.dedupe is None:
+            return None
+        if self._high_waters is None:
+            state = commits.latest_state(batch_id, HIGH_WATER_STATE)
+            self._high_waters = HighWaters() if state is None else HighWaters.from_bytes(state)
+        self._high_waters.write(spool / HIGH_WATER_FILE)
+        return self._high_waters
+
+    def _after(self, before: HighWaters, manifest: list[dict[str, Any]]) -> tuple[HighWaters, int]:
+        """The high waters after the batch, and the copies its tasks dropped."""
+        highest, dropped = reported(manifest, HIGH_WATER)
+        return before.merged(highest, self.clock.milliseconds(), self.job.dedupe_window_s), dropped
 
     def close(self) -> None:
         if self._metrics is not None:
@@ -319,22 +380,26 @@ def delete_templates_before(warehouse: Path, batch_id: int) -> None:
 
 
 def write_tables(
-    manifests: DataFrame, spool: Path, staging: Path, batch_id: int, miner: TemplateMiner
+    manifest: list[dict[str, Any]],
+    spool: Path,
+    staging: Path,
+    batch_id: int,
+    miner: TemplateMiner,
 ) -> tuple[BatchCounts, list[str], dict[str, Path]]:
-    """Runs the batch's tasks, mines its templates, has its logs files written and writes the
-    rest of its tables under ``staging``; returns its line counts, the files written to
+    """Mines the templates of a batch whose tasks ran, has its logs files written and writes
+    the rest of its tables under ``staging``; returns its line counts, the files written to
     ``staging`` and the tasks' files, each by its path in the tables, with where it is in
     ``spool``.
 
-    One Spark job, in which each task parses its records and writes its quarantine file, the
-    logs files of the rows whose template id the miner knew and the other parsed rows into
-    ``spool``, reporting them, its line counts and its distinct masked messages; then, the
-    messages mined, the logs files of the parsed rows left, written here. Files in the spool
+    ``manifest``: the rows of the batch's Spark job, in which each task parsed its records and
+    wrote its quarantine file, the logs files of the rows whose template id the miner knew and
+    the other parsed rows into ``spool``, reporting them, its line counts and its distinct
+    masked messages; then, the messages mined, the logs files of the parsed rows left are
+    written here. Files in the spool
     that no successful task reported (left by a failed attempt) are deleted, and the
     parsed-rows files once written out. The metrics, computed from the counts, an empty
     quarantine file when nothing was quarantined, and the templates table are written here.
     """
-    manifest = manifests.toArrow().to_pylist()
     reported = {row["path"]: spool / row["path"] for row in manifest if row["kind"] == FILE}
     parsed = [row["path"] for row in manifest if row["kind"] == PARSED]
     delete_unreported(spool, {*reported.values(), *(spool / path for path in parsed)})

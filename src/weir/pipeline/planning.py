@@ -65,9 +65,14 @@ def starting_spec(
 
 
 def read_partition(
-    options: SourceOptions, partition: InputPartition, *, include_timestamps: bool = True
+    options: SourceOptions,
+    partition: InputPartition,
+    *,
+    include_timestamps: bool = True,
+    header_values: Sequence[str] = (),
 ) -> Iterator[pa.RecordBatch]:
-    """The records of one planned partition, as Arrow batches (runs on an executor)."""
+    """The records of one planned partition, as Arrow batches (runs on an executor), with a
+    column per header of ``header_values`` (``kafka_io.header_column``)."""
     if not isinstance(partition, OffsetRangePartition):
         # With nothing to read, Spark still runs one task with a placeholder partition.
         return iter(())
@@ -77,5 +82,6 @@ def read_partition(
         fail_on_data_loss=options.fail_on_data_loss,
         poll_timeout_s=options.poll_timeout_s,
         include_timestamps=include_timestamps,
+        header_values=header_values,
     )
     return reader.read(partition.offsets)

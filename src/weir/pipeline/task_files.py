@@ -15,6 +15,11 @@ file, one ``parsed`` row for its parsed-rows file if it left rows, one ``count``
 (source, masked message) with its lines, first and last timestamps and first offset, which the
 driver mines.
 
+When the job deduplicates (``weir.pipeline.dedupe``), a task drops the copies among its
+records before anything is counted or written: by the key's headers before it parses them, by
+its fields after (rows then go on in offset order), and reports one ``high-water`` row per
+writer it saw.
+
 Files are named after the task's partition and attempt, so a failed attempt's files never
 collide with the retry's; the driver keeps only the files that the job's successful tasks
 reported and deletes the others before it commits the batch.
@@ -24,7 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import date
 from pathlib import Path
 
@@ -37,6 +42,8 @@ from weir.logformats import FormatRegistry
 from weir.logformats.batch import PARSED_SCHEMA, BatchParser
 from weir.logformats.mining import Occurrences, earliest, latest
 from weir.pipeline import logs_writer
+from weir.pipeline.dedupe import HIGH_WATER_FILE, DedupeKey, HighWaters, TaskDedupe
+from weir.pipeline.kafka_io import HEADER_COLUMN_PREFIX
 from weir.pipeline.logs_writer import (
     LOGS_COLUMNS,
     PARSED_SUFFIX,
@@ -46,7 +53,7 @@ from weir.pipeline.logs_writer import (
     known_ids,
     task_name,
 )
-from weir.pipeline.manifest import COUNT, FILE, MANIFEST, PARSED, TEMPLATE
+from weir.pipeline.manifest import COUNT, FILE, HIGH_WATER, MANIFEST, PARSED, TEMPLATE
 from weir.pipeline.metrics import LineCount
 
 QUARANTINE_COLUMNS = ("source", "line", "reason", "detail", "topic", "partition", "offset")
@@ -88,14 +95,16 @@ def worker_parser(year: int, formats: tuple[str, ...] = ()) -> BatchParser:
 
 
 def write_task(
-    staging: str, formats: tuple[str, ...] = ()
+    staging: str, formats: tuple[str, ...] = (), dedupe: str | None = None
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The function of a task writing its records under ``staging``: raw Arrow batches in, the
-    task's manifest (one batch of ``MANIFEST_ARROW``) out."""
+    task's manifest (one batch of ``MANIFEST_ARROW``) out. ``dedupe``: the key the job
+    deduplicates on (``DedupeKey.spec``), if it does."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         parser = worker_parser(date.today().year, formats)
-        files = TaskFiles(Path(staging), task_name(), parser, known_ids(Path(staging)))
+        spool = Path(staging)
+        files = TaskFiles(spool, task_name(), parser, known_ids(spool), task_dedupe(spool, dedupe))
         try:
             for batch in batches:
                 files.add(batch)
@@ -105,6 +114,13 @@ def write_task(
         yield files.finish()
 
     return run
+
+
+def task_dedupe(spool: Path, key: str | None) -> TaskDedupe | None:
+    """The task's deduplication on ``key``, from the high waters the driver left in ``spool``."""
+    if key is None:
+        return None
+    return TaskDedupe(DedupeKey.parse(key), HighWaters.read(spool / HIGH_WATER_FILE).positions())
 
 
 class TaskFiles:
@@ -121,12 +137,18 @@ class TaskFiles:
     """
 
     def __init__(
-        self, staging: Path, name: str, parser: BatchParser, known: TemplateIds | None = None
+        self,
+        staging: Path,
+        name: str,
+        parser: BatchParser,
+        known: TemplateIds | None = None,
+        dedupe: TaskDedupe | None = None,
     ) -> None:
         self.staging = staging
         self.name = name
         self.parser = parser
         self.known = known
+        self.dedupe = dedupe
         self.files = DirectoryFiles(staging, name)
         self._logs = LogsFiles(self.files)
         self._raw: list[pa.RecordBatch] = []
@@ -139,12 +161,13 @@ class TaskFiles:
         self._occurrences: dict[tuple[str, str], Occurrences] = {}
 
     def add(self, batch: pa.RecordBatch) -> None:
-        """Buffers a batch of raw records (key, value, topic, partition, offset and any other
-        columns, which are ignored)."""
+        """Buffers a batch of raw records (key, value, topic, partition, offset, optionally
+        their timestamps and header columns; any other columns are ignored)."""
         if batch.num_rows == 0:
             return
-        stamped = TIMESTAMP_COLUMN in batch.schema.names
-        names = RAW_COLUMNS + ((TIMESTAMP_COLUMN,) if stamped else ())
+        names = [*RAW_COLUMNS, *(name for name in batch.schema.names
+                                 if name == TIMESTAMP_COLUMN
+                                 or name.startswith(HEADER_COLUMN_PREFIX))]  # fmt: skip
         self._raw.append(batch.select(names))
         self._raw_rows += batch.num_rows
         if self._raw_rows >= PARSE_ROWS:
@@ -178,6 +201,13 @@ class TaskFiles:
              "partition": o.position[0], "offset": o.position[1]}
             for o in self._occurrences.values()
         ]  # fmt: skip
+        if self.dedupe is not None:
+            rows += [
+                {"kind": HIGH_WATER, "topic": topic, "partition": partition,
+                 "identity": identity, "position": position,
+                 "lines": self.dedupe.dropped.get((topic, partition, identity), 0)}
+                for (topic, partition, identity), position in self.dedupe.highest.items()
+            ]  # fmt: skip
         return pa.RecordBatch.from_pylist(rows, schema=MANIFEST_ARROW)
 
     def abandon(self) -> None:
@@ -194,7 +224,15 @@ class TaskFiles:
         masked messages and buffers the quarantined rows."""
         raw = pa.Table.from_batches(self._raw).combine_chunks()
         self._raw, self._raw_rows = [], 0
-        for table in parse_records(self.parser, raw.to_batches()[0]):
+        dedupe = self.dedupe
+        if dedupe is not None and dedupe.key.headers:
+            raw = raw.filter(dedupe.keep(raw)).combine_chunks()
+        if raw.num_rows == 0:
+            return
+        tables: Iterable[pa.Table] = parse_records(self.parser, raw.to_batches()[0])
+        if dedupe is not None and not dedupe.key.headers:
+            tables = deduplicated(list(tables), dedupe)
+        for table in tables:
             self._count(table)
             parsed = pc.equal(table.column("parsed"), 1)
             if pc.all(parsed).as_py():
@@ -290,6 +328,14 @@ class TaskFiles:
         if self._quarantine:
             self.files.write("quarantine", pa.concat_tables(self._quarantine))
         self._quarantine, self._quarantined = [], 0
+
+
+def deduplicated(tables: list[pa.Table], dedupe: TaskDedupe) -> list[pa.Table]:
+    """Parsed rows without the copies ``dedupe`` finds by their fields, in offset order."""
+    if not tables:
+        return []
+    rows = pa.concat_tables(tables).sort_by([("partition", "ascending"), ("offset", "ascending")])
+    return [rows.filter(dedupe.keep(rows)).combine_chunks()]
 
 
 def _codes(column: pa.ChunkedArray) -> tuple[list[str | None], np.ndarray]:

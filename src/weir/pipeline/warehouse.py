@@ -10,11 +10,12 @@ otherwise the files of its manifest are removed from the tables and the batch is
 So every batch is in the tables exactly once after its commit, and whatever a crash leaves
 half-moved is replaced by the replay.
 
-A batch may also carry a state of the job's own (the log ETL's template miner after the batch):
-it is written as ``_batches/<query>/<batch>.state`` before the marker, which names it, so the
-state and the batch's files are committed together; after a restart the job resumes from the
-state of the last committed batch (``latest_state``). Older states are deleted once a newer
-batch is committed.
+A batch may also carry states of the job's own (the log ETL's template miner after the batch,
+and its deduplication's high waters): the unnamed one is written as
+``_batches/<query>/<batch>.state``, a named one as ``<batch>.<name>.state``, before the
+marker, which names them, so the states and the batch's files are committed together; after a
+restart the job resumes from the states of the last committed batch (``latest_state``). Older
+states are deleted once a newer batch is committed.
 
 ``<query>`` is the streaming query's id from its checkpoint: a new checkpoint starts a new
 series of batch numbers, whose markers are kept apart from the old ones.
@@ -78,6 +79,7 @@ class BatchCommits:
         *,
         elsewhere: Mapping[str, Path] | None = None,
         state: bytes | None = None,
+        states: Mapping[str, bytes] | None = None,
     ) -> dict[str, Any]:
         """Moves the staged data files into their tables and writes the batch's marker.
         `files` (paths relative to the staging directory) names the files to move; anything
@@ -85,7 +87,8 @@ class BatchCommits:
         there and removed with it. Without `files`, every data file in staging is moved.
         `elsewhere` adds files that were written outside staging (on the same filesystem): each
         path relative to the tables, as if it were staged, maps to where the file is now; they
-        are moved from there. `state`, if given, is committed with the batch."""
+        are moved from there. `state`, if given, is committed with the batch, and so is each
+        of `states`, by its name."""
         staging = self.staging_root / str(batch_id)
         if files is None:
             chosen = sorted(staging.rglob(f"*{DATA_SUFFIX}"))
@@ -108,36 +111,42 @@ class BatchCommits:
         if state is not None:
             _write_bytes_atomically(self._state(batch_id), state)
             marker["state"] = self._state(batch_id).name
+        for name, data in (states or {}).items():
+            _write_bytes_atomically(self._state(batch_id, name), data)
+            marker.setdefault("states", {})[name] = self._state(batch_id, name).name
         _write_atomically(self._marker(batch_id), marker)
         self._pending(batch_id).unlink()
         shutil.rmtree(staging, ignore_errors=True)
-        if state is not None:
+        if state is not None or states:
             self._delete_states_before(batch_id)
         return marker
 
-    def latest_state(self, before: int) -> bytes | None:
-        """The state committed with the last committed batch before batch ``before``, or None
-        when there is none (or that batch committed no state)."""
+    def latest_state(self, before: int, name: str | None = None) -> bytes | None:
+        """The state (the unnamed one, or the one called ``name``) committed with the last
+        committed batch before batch ``before``, or None when there is none (or that batch
+        committed no such state)."""
         committed = [int(p.name) for p in self._listing() if p.name.isdigit()]
         earlier = [batch for batch in committed if batch < before]
         if not earlier:
             return None
         marker = self.committed(max(earlier))
-        if marker is None or "state" not in marker:
+        if marker is None:
             return None
-        return (self.markers / str(marker["state"])).read_bytes()
+        file = marker.get("state") if name is None else marker.get("states", {}).get(name)
+        return None if file is None else (self.markers / str(file)).read_bytes()
 
     def _delete_states_before(self, batch_id: int) -> None:
         for path in self._listing():
             name = path.name
-            if name.endswith(STATE_SUFFIX) and int(name.removesuffix(STATE_SUFFIX)) < batch_id:
+            if name.endswith(STATE_SUFFIX) and int(name.split(".", 1)[0]) < batch_id:
                 path.unlink(missing_ok=True)
 
     def _listing(self) -> list[Path]:
         return list(self.markers.iterdir()) if self.markers.exists() else []
 
-    def _state(self, batch_id: int) -> Path:
-        return self.markers / f"{batch_id}{STATE_SUFFIX}"
+    def _state(self, batch_id: int, name: str | None = None) -> Path:
+        named = "" if name is None else f".{name}"
+        return self.markers / f"{batch_id}{named}{STATE_SUFFIX}"
 
     def _destination(self, batch_id: int, relative: Path) -> Path:
         # Files are named after their batch, so one batch never overwrites another's.

@@ -75,3 +75,18 @@ def test_a_bad_file_is_refused_naming_it_and_the_setting(
     config.write_text(text)
     assert main(["pipeline", "logs", "--config", str(config)]) == 2
     assert error in capsys.readouterr().err
+
+
+def test_dedupe_from_the_file_or_a_flag_becomes_the_jobs_key_and_window(tmp_path: Path) -> None:
+    from weir.cli.pipeline import logs_job
+    from weir.pipeline.dedupe import DedupeKey
+
+    base = ("--topic", "t", "--warehouse", "w", "--checkpoint", "c")
+    plain = logs_job(settings(*base))
+    assert plain.dedupe is None and plain.dedupe_window_s == 7 * 86400
+    assert logs_job(settings(*base, "--dedupe")).dedupe == DedupeKey.parse("agent")
+    config = tmp_path / "logs.toml"
+    config.write_text('dedupe = "host:seq"\n"dedupe.window" = "12h"\n')
+    job = logs_job(settings(*base, "--config", str(config)))
+    assert job.dedupe == DedupeKey(("host",), "seq", headers=False)
+    assert job.dedupe_window_s == 12 * 3600

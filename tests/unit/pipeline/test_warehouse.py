@@ -135,3 +135,22 @@ def test_a_batch_committed_without_a_state_gives_none(tmp_path: Path) -> None:
     stage_files(commits, 0, ["logs/part-0.parquet"])
     commits.commit(0, {"records": 1})
     assert commits.latest_state(5) is None
+
+
+def test_named_states_are_committed_beside_the_unnamed_one(tmp_path: Path) -> None:
+    commits = BatchCommits(tmp_path, "query")
+    for batch_id in (0, 1):
+        stage_files(commits, batch_id, ["logs/part-0.parquet"])
+        commits.commit(batch_id, {"records": 1}, state=f"miner {batch_id}".encode(),
+                       states={"high-water": f"positions {batch_id}".encode()})  # fmt: skip
+    stage_files(commits, 2, ["logs/part-0.parquet"])
+    restarted = BatchCommits(tmp_path, "query")
+    assert restarted.latest_state(2) == b"miner 1"
+    assert restarted.latest_state(2, "high-water") == b"positions 1"
+    assert restarted.latest_state(2, "other") is None
+    assert sorted(p.name for p in restarted.markers.glob("*.state")) == [
+        "1.high-water.state", "1.state",
+    ]  # fmt: skip
+    restarted.commit(2, {"records": 1}, state=b"miner 2")  # a batch without the named one
+    assert restarted.latest_state(3, "high-water") is None
+    assert sorted(p.name for p in restarted.markers.glob("*.state")) == ["2.state"]
