@@ -59,6 +59,7 @@ def register(commands: Any) -> None:
 def run_logs(args: argparse.Namespace) -> int:
     from pyspark.errors import StreamingQueryException
 
+    from weir.cli.etl_progress import BacklogReporter
     from weir.logformats import FormatFileError
     from weir.pipeline.dedupe import DedupeKeyError
     from weir.pipeline.logs_job import SPARK_CONFIG, run_logs_job
@@ -79,14 +80,16 @@ def run_logs(args: argparse.Namespace) -> int:
     )
     spark.sparkContext.setLogLevel("ERROR")
     stop = _stop_on_signals()
+    reporter = BacklogReporter(job.client(), job.topic)
     try:
         started = time.monotonic()
-        summary = run_logs_job(spark, job, stop=stop)
+        summary = run_logs_job(spark, job, stop=stop, on_poll=reporter)
         elapsed = time.monotonic() - started
     except StreamingQueryException as exc:
         print(f"weir: the pipeline failed: {exc.getMessage()}", file=sys.stderr)
         return 1
     finally:
+        reporter.close()
         spark.stop()
     report = {
         "batches": summary.batches,

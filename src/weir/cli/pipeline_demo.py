@@ -10,7 +10,6 @@ it has read (the stream takes the backlog in a few micro-batches, so there is pr
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -25,6 +24,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from weir.cli.demo import load_samples
+from weir.cli.etl_progress import offsets_read
 from weir.cli.table import print_table
 
 TOPIC = "logs.raw"
@@ -160,7 +160,7 @@ def _with_progress(spark: Any, run: Any, total: int, started: float) -> Any:
         thread.join(PROGRESS_INTERVAL_S)
         for query in spark.streams.active:
             queries.setdefault(query.id, query)
-        read = sum(_offsets_read(q.lastProgress) for q in queries.values())
+        read = sum(offsets_read(q.lastProgress) for q in queries.values())
         if read > reported:
             reported = read
             print(f"ETL: {read:,} of {total:,} records read ({read / total:.0%}) "
@@ -170,20 +170,6 @@ def _with_progress(spark: Any, run: Any, total: int, started: float) -> Any:
     if "error" in outcome:
         raise outcome["error"]
     return outcome["result"]
-
-
-def _offsets_read(progress: Any) -> int:
-    """The records a streaming query's progress report says it has read, summed over the
-    partitions of its sources' end offsets ({"topic": {"partition": offset}})."""
-    read = 0
-    for source in (progress or {}).get("sources", ()):
-        end = source.get("endOffset")
-        if isinstance(end, str):
-            end = json.loads(end)
-        for partitions in (end or {}).values():
-            if isinstance(partitions, dict):
-                read += sum(int(offset) for offset in partitions.values())
-    return read
 
 
 def _print_levels(spark: object, warehouse: Path) -> None:

@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
@@ -198,9 +198,14 @@ def parse_batches(
 
 
 def run_logs_job(
-    spark: SparkSession, job: LogsJob, *, stop: threading.Event | None = None
+    spark: SparkSession,
+    job: LogsJob,
+    *,
+    stop: threading.Event | None = None,
+    on_poll: Callable[[StreamingQuery], None] | None = None,
 ) -> RunSummary:
     """Runs the streaming query until it finishes (``once``) or ``stop`` is set, then stops it.
+    ``on_poll(query)`` is called each time the driver looks at it (every STOP_POLL_S).
 
     A failed query raises its StreamingQueryException.
     """
@@ -212,6 +217,8 @@ def run_logs_job(
         try:
             while query.isActive and not (stop is not None and stop.is_set()):
                 query.awaitTermination(STOP_POLL_S)
+                if on_poll is not None:
+                    on_poll(query)
         finally:
             query.stop()
         query.awaitTermination()
