@@ -15,15 +15,21 @@ from __future__ import annotations
 import json
 import re
 import time
+import warnings
 from typing import Any
 
 from broker_process import BrokerProcess, table_rows, weir
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from kafka import KafkaConsumer, KafkaProducer
-from kafka import TopicPartition as PythonTopicPartition
 
 from waiting import poll
+
+with warnings.catch_warnings():
+    # kafka-python 3.0.12 reads its protocol schemas with the deprecated
+    # importlib.resources.read_text (which calls open_text) while importing
+    warnings.filterwarnings("ignore", "(read|open)_text is deprecated", DeprecationWarning)
+    from kafka import KafkaConsumer, KafkaProducer
+    from kafka import TopicPartition as PythonTopicPartition
 
 TOPIC = "ledger"
 USERS = {"alice": "alice-secret", "bob": "bob-secret"}

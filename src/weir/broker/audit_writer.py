@@ -148,7 +148,7 @@ class AuditWriter:
         for chunk in _chunks([(e, encode_key(e), encode_value(e)) for e in entries]):
             error, message = await self._append(partition, self._batch(chunk))
             if error is not ErrorCode.none:
-                self._failed(f"{error.name}{': ' + message if message else ''}")
+                self._failed(f"{error.name.upper()}{': ' + message if message else ''}")
                 return False
             self.audit.written([entry for entry, _, _ in chunk])
         if self._failing is not None:
