@@ -19,7 +19,7 @@ import warnings
 from typing import Any
 
 from broker_process import BrokerProcess, table_rows, weir
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from waiting import poll
@@ -232,3 +232,54 @@ def test_with_audit_off_nothing_is_written(broker_factory: Any) -> None:
     assert "nothing in __audit" in done.stderr
     listed = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=TIMEOUT)
     assert "__audit" not in listed.topics
+
+
+def produce_one(broker: BrokerProcess, user: str, client_id: str, topic: str) -> list[int]:
+    """One record produced as `user` with `client_id`: the error codes of what failed."""
+    errors: list[int] = []
+
+    def delivered(error: Any, _message: Any) -> None:
+        if error is not None:
+            errors.append(error.code())
+
+    producer = Producer({**confluent_settings(broker, user), "client.id": client_id,
+                         "message.timeout.ms": 10_000})  # fmt: skip
+    producer.produce(topic, b"not a count", key=b"forged", on_delivery=delivered)
+    assert producer.flush(TIMEOUT) == 0
+    return errors
+
+
+def test_only_brokers_write_the_audit_topic(broker_factory: Any) -> None:
+    """`__audit` is internal: no client writes it, a super user neither; the audit writer's
+    client id is let in with ClusterAction on the cluster only (a super user has it), and a
+    record that is not a count is skipped by the reader."""
+    broker = sasl_broker(broker_factory, "guarded", **{
+        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+        "super.users": "User:bob"})  # fmt: skip
+    admin = AdminClient(confluent_settings(broker, "bob"))
+    admin.create_topics([NewTopic(TOPIC, 1, 1)])[TOPIC].result(TIMEOUT)
+    assert produce_one(broker, "bob", "reports", TOPIC) == []
+    as_bob = ["--bootstrap-server", sasl_address(broker), "-X", "security.protocol=SASL_PLAINTEXT",
+              "-X", "sasl.mechanism=PLAIN", "-X", "sasl.username=bob",
+              "-X", "sasl.password=bob-secret"]  # fmt: skip
+
+    def writers() -> str:
+        done = weir("audit", "who-writes", TOPIC, *as_bob)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    poll(lambda: "User:bob" in writers(), TIMEOUT, "bob's produce in __audit")
+    added = weir("acl", "add", "--allow-principal", "User:alice", "--producer", "--topic",
+                 "__audit", *as_bob)  # fmt: skip
+    assert added.returncode == 0, added.stderr
+    for user in ("alice", "bob"):  # Write on the topic, or a super user: still internal
+        assert produce_one(broker, user, "reports", "__audit") == [KafkaError.TOPIC_EXCEPTION]
+    writer = "weir-audit-writer"
+    assert produce_one(broker, "alice", writer, "__audit") == [  # no ClusterAction
+        KafkaError.TOPIC_AUTHORIZATION_FAILED]  # fmt: skip
+    assert produce_one(broker, "bob", writer, "__audit") == []
+    done = weir("audit", "who-writes", TOPIC, *as_bob)
+    assert done.returncode == 0, done.stderr
+    assert "skipping a record of __audit that is not an audit count" in done.stderr
+    rows = table_rows(done.stdout, "PRINCIPAL")
+    assert [(r["PRINCIPAL"], r["CLIENT-ID"]) for r in rows] == [("User:bob", "reports")]
