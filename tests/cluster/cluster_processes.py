@@ -80,6 +80,12 @@ def wait_until_gone(text: str, timeout: float = 10) -> list[int]:
     return pids
 
 
+def run_weir(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """`weir ARGS...` run to its end: its exit status, stdout and stderr."""
+    return subprocess.run([sys.executable, "-m", "weir.cli.main", *args],
+                          capture_output=True, text=True, timeout=timeout)  # fmt: skip
+
+
 class WeirCommand:
     """`weir ARGS...` as a child process; its stdout and stderr go to files in `directory`."""
 

@@ -203,6 +203,14 @@ class BrokerConfig:
     metrics_host: str = ""
     #: how often the consumer lag of the groups coordinated here is sampled for the metrics
     consumer_lag_sample_interval_ms: int = 10_000
+    #: audit: every client's produce and fetch counted per minute per client and partition and
+    #: written to the compacted internal topic `__audit` (weir.broker.audit)
+    audit_enable: bool = False
+    #: how often the counts that changed are written to `__audit`
+    audit_flush_interval_ms: int = 60_000
+    #: the shape of `__audit` when a broker creates it (the replication factor in a cluster)
+    audit_topic_num_partitions: int = 1
+    audit_topic_replication_factor: int = 3
     #: listener name -> {setting: value}, from `listener.name.<listener>.<setting>`
     listener_overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
     log_defaults: LogConfig = field(default_factory=LogConfig)
@@ -213,6 +221,10 @@ class BrokerConfig:
             raise ValueError(
                 f"replica.selector.class must be one of {', '.join(REPLICA_SELECTORS)}, "
                 f"not {self.replica_selector_class!r}"
+            )
+        if self.audit_flush_interval_ms < 1 or self.audit_topic_num_partitions < 1:
+            raise ValueError(
+                "audit.flush.interval.ms and audit.topic.num.partitions must be at least 1"
             )
         if self.inter_broker_listener_name and self.security_inter_broker_protocol:
             raise ListenerConfigError(

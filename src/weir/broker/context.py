@@ -8,6 +8,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from weir.broker.audit import AuditLog
 from weir.broker.authz.acl import AclOperation, ResourceType
 from weir.broker.authz.authorizer import Authorizer
 from weir.broker.client_quotas import ClientQuotas
@@ -75,6 +76,8 @@ class BrokerContext:
     fetch_sessions: FetchSessionCache = field(default_factory=FetchSessionCache)
     #: moves of replicas between this broker's log directories (AlterReplicaLogDirs)
     log_dir_movers: LogDirMovers | None = None
+    #: who reads and writes what, per minute (`audit.enable`); None: not counted
+    audit: AuditLog | None = None
 
     def authorized(self, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
         """Whether the client of the request being served may do `operation` on the

@@ -36,6 +36,8 @@ from kio.schema.errors import ErrorCode
 
 from weir import diskio
 from weir.broker import request_times
+from weir.broker.audit import AuditLog
+from weir.broker.audit_writer import AuditWriter
 from weir.broker.authz.authorizer import from_config as authorizer_from_config
 from weir.broker.authz.gate import refusal
 from weir.broker.client_quotas import (
@@ -191,6 +193,24 @@ class Broker:
         self.stats = BrokerStats() if config.metrics_port else None
         self._request_log.stats = self.context.replicas.stats = self.stats
         self._metrics: MetricsEndpoint | None = None
+        self.audit_writer = self._audit_writer() if config.audit_enable else None
+
+    def _audit_writer(self) -> AuditWriter:
+        """Audit counts (`audit.enable`), and their writer to `__audit`."""
+        config, context, cluster = self.config, self.context, self.cluster
+        context.audit = AuditLog(config.node_id, self.clock)
+        return AuditWriter(
+            context.audit, context.replicas, context.topics, self.clock,
+            partitions=config.audit_topic_num_partitions,
+            replication=config.audit_topic_replication_factor if cluster is not None else 1,
+            leader_of=cluster.leader_of if cluster is not None else None,
+            peer_security=cluster.peer_security if cluster is not None else None,
+        )  # fmt: skip
+
+    async def flush_audit(self) -> None:
+        """Write the audit counts left, at a clean shutdown (within a few seconds)."""
+        if self.audit_writer is not None:
+            await self.audit_writer.stop()
 
     def _reconfigure(self, config: BrokerConfig) -> None:
         """Take up a new effective config: the dynamic broker configs changed."""
@@ -377,6 +397,8 @@ class Broker:
         loop = asyncio.get_running_loop()
         for tick in (self._tick_groups, self._tick_transactions):
             self._connections.add(loop.create_task(tick()))
+        if self.audit_writer is not None:
+            self.audit_writer.start(self.config.audit_flush_interval_ms)
         if self.context.log_dir_movers is not None:
             self.context.log_dir_movers.resume()
         await asyncio.gather(*(self._accept(endpoint) for endpoint in self._endpoints))
@@ -500,6 +522,8 @@ class Broker:
         return self._metrics.port
 
     async def close(self) -> None:
+        if self.audit_writer is not None:
+            self.audit_writer.close()
         if self._metrics is not None:
             await asyncio.get_running_loop().run_in_executor(None, self._metrics.close)
         for endpoint in self._endpoints:
@@ -835,6 +859,7 @@ def run(config: BrokerConfig, *, ready_file: Path | None = None) -> int:
         await stop.wait()
         deadline = ShutdownDeadline(loop)
         deadline.start()
+        await broker.flush_audit()  # while this broker still serves and leads
         if broker.cluster is not None:
             try:
                 async with asyncio.timeout(CONTROLLED_SHUTDOWN_BUDGET_S):

@@ -15,6 +15,7 @@ KAFKA_STORAGE_ERROR and leaves the metadata as it was.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ from weir.broker.replica_manager import CREATION_SLICE, ReplicaManager
 from weir.cluster.metadata import MetadataError, MetadataStore, TopicInfo, validate_topic_name
 from weir.cluster.placement import PlacementError, pool_refusal
 from weir.cluster.zookeeper import ZooKeeperUnavailableError
+from weir.protocol.audit_records import AUDIT_TOPIC
 from weir.storage import LogConfig, StorageError
 
 log = logging.getLogger(__name__)
@@ -38,8 +40,8 @@ T = TypeVar("T")
 
 #: topics the broker writes itself: no client creates them (INVALID_REQUEST), deletes them,
 #: grows them, writes to them or deletes records from them, whatever its ACLs
-#: (INVALID_TOPIC_EXCEPTION); their coordinators create them
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+#: (INVALID_TOPIC_EXCEPTION); their coordinators (and the audit writer) create them
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", AUDIT_TOPIC})
 OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 
@@ -183,6 +185,8 @@ class TopicManager:
         return min(self._internal_shapes(topics, brokers), limit // 2)
 
     def _internal_shapes(self, topics: Collection[str], brokers: int) -> int:
+        """The coordinators' topics, without which groups and transactions stop; `__audit`
+        (small, and created past the limit all the same) is not kept room for."""
         c = self.config
         shapes = {
             OFFSETS_TOPIC: (c.offsets_topic_num_partitions, c.offsets_topic_replication_factor),
@@ -258,6 +262,21 @@ class TopicManager:
                 _stored(lambda: self.metadata.delete_topic(name))
             raise
         return info
+
+    async def create_internal(
+        self, name: str, partitions: int, configs: dict[str, str], *, replication: int = 1
+    ) -> TopicInfo:
+        """Create a topic whose size is the broker's own setting without the loop waiting on
+        ZooKeeper: in a cluster the replicas are placed here and the ZooKeeper write runs on
+        the default executor; on a single node as `create`."""
+        if self.cluster is None:
+            return await self.create(name, partitions, configs, replication=replication)
+        strategy = self.check_configs(configs).replica_placement_strategy
+        placed = self._place(name, partitions, replication, strategy)
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(
+            None, _stored, lambda: self.metadata.create_topic(name, partitions, configs, placed)
+        )
 
     def create_now(
         self, name: str, partitions: int, configs: dict[str, str], *, replication: int = 1

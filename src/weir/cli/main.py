@@ -14,6 +14,7 @@ from weir import __version__
 from weir.cli import (
     acl,
     agent,
+    audit,
     broker,
     clients,
     cluster,
@@ -48,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     broker.register(commands)
     clients.register(commands)
     groups.register(commands)
+    audit.register(commands)
     txn.register(commands)
     user.register(commands)
     acl.register(commands)

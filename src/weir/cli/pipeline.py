@@ -1,4 +1,5 @@
 """`weir pipeline logs`: the log ETL job from a topic of raw lines to a Parquet warehouse.
+`weir pipeline audit`: the brokers' audit topic `__audit` to the warehouse table `audit`.
 
 `--command-config FILE` and `-X KEY=VALUE` give its Kafka clients (the source's readers, the
 metrics topic's producer) their settings, security ones included (librdkafka's names)."""
@@ -54,6 +55,13 @@ def register(commands: Any) -> None:
     add_client_settings(logs)
     logs.set_defaults(run=run_logs)
     add_config_option(logs)  # last: it makes the flags above optional, the file filling in
+    audit = sub.add_parser("audit", help="the audit topic __audit to the warehouse table audit")
+    audit.add_argument("--warehouse", type=Path, required=True, help="directory of the tables")
+    audit.add_argument("--master", default="local[*]", help="Spark master URL")
+    audit.add_argument("--driver-memory", default="1g")
+    add_bootstrap(audit)
+    add_client_settings(audit)
+    audit.set_defaults(run=run_audit)
 
 
 def run_logs(args: argparse.Namespace) -> int:
@@ -103,6 +111,30 @@ def run_logs(args: argparse.Namespace) -> int:
         "metrics_topic": job.metrics_topic_name,
     }
     print(json.dumps(report, sort_keys=True), flush=True)
+    return 0
+
+
+def run_audit(args: argparse.Namespace) -> int:
+    """Load `__audit` into `<warehouse>/audit` (`weir.pipeline.audit_table`)."""
+    from pyspark.errors import PySparkException
+
+    from weir.pipeline.audit_table import TABLE, load_audit
+    from weir.pipeline.session import weir_session
+
+    options = {"bootstrap.servers": args.bootstrap_server,
+               **{f"kafka.{k}": str(v) for k, v in security_settings(args).items()}}  # fmt: skip
+    spark = weir_session(master=args.master, app_name="weir pipeline audit",
+                         config={"spark.driver.memory": args.driver_memory})  # fmt: skip
+    spark.sparkContext.setLogLevel("ERROR")
+    warehouse = args.warehouse.resolve()
+    try:
+        rows = load_audit(spark, options, warehouse)
+    except PySparkException as exc:
+        print(f"weir: loading __audit failed: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        spark.stop()
+    print(json.dumps({"rows": rows, "table": str(warehouse / TABLE)}), flush=True)
     return 0
 
 

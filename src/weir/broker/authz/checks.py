@@ -9,6 +9,7 @@ from typing import Any, Protocol, TypeVar
 
 from kio.schema.errors import ErrorCode
 
+from weir.broker.audit import AUDIT_WRITER_CLIENT_ID
 from weir.broker.authz.acl import (
     CLUSTER_NAME,
     SUPPORTED_OPERATIONS,
@@ -19,6 +20,7 @@ from weir.broker.authz.acl import (
 from weir.broker.context import BrokerContext
 from weir.broker.results import FetchRequestPartition, FetchResult
 from weir.broker.topics import internal_topic_error
+from weir.protocol.audit_records import AUDIT_TOPIC
 
 TOPIC = ResourceType.TOPIC
 GROUP = ResourceType.GROUP
@@ -55,14 +57,19 @@ def transactional_id_error(
 
 
 def produce_error(
-    broker: BrokerContext, topic: str, transactional_id: str | None
+    broker: BrokerContext, topic: str, transactional_id: str | None, client_id: str | None = None
 ) -> tuple[ErrorCode, str]:
     """Produce: Write on the transactional id (when there is one) and on the topic; never to
-    an internal topic."""
+    an internal topic, but for a broker's audit writer writing to `__audit` (its client id,
+    and ClusterAction on the cluster, what brokers are allowed)."""
     if transactional_id is not None and not broker.authorized(
         AclOperation.WRITE, TRANSACTIONAL_ID, transactional_id
     ):
         return ErrorCode.transactional_id_authorization_failed, "not authorized"
+    if topic == AUDIT_TOPIC and client_id == AUDIT_WRITER_CLIENT_ID:
+        if broker.authorized(AclOperation.CLUSTER_ACTION, CLUSTER, CLUSTER_NAME):
+            return NONE
+        return ErrorCode.topic_authorization_failed, "not authorized"
     if not broker.authorized(AclOperation.WRITE, TOPIC, topic):
         return ErrorCode.topic_authorization_failed, "not authorized"
     refused = internal_topic_error(topic, "clients cannot write to it")

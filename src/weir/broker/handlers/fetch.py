@@ -18,6 +18,9 @@ A consumer's `consumer_byte_rate` quota (`client_quotas`), as Kafka applies it: 
 most what the quota allows in its window; the response's bytes count against it, and a consumer
 over it gets an empty response with its throttle time (the bytes taken back), then its
 connection is muted for that long.
+
+A consumer's fetch is counted for the audit (`weir.broker.audit`) by what its response carries,
+per partition; followers' fetches are not.
 """
 
 from __future__ import annotations
@@ -89,9 +92,13 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
         read_committed=getattr(body, "isolation_level", 0) == READ_COMMITTED,
     )
     sent, response = _answer(request, context, results, redirected + refused)
-    if quota is None:
-        return response
-    return _throttled(broker, request, quota, response, context, sent)
+    if quota is not None:
+        answer = _throttled(broker, request, quota, response, context, sent)
+        if answer is not response:
+            return answer  # nothing sent
+    if broker.audit is not None and replica_id < 0:
+        broker.audit.fetched(request.client_id, sent)
+    return response
 
 
 def _session_context(broker: BrokerContext, body: Any, replica_id: int) -> FetchContext:

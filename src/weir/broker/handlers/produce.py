@@ -5,7 +5,9 @@ refused with NOT_ENOUGH_REPLICAS when the ISR is smaller than `min.insync.replic
 append) or NOT_ENOUGH_REPLICAS_AFTER_APPEND (after it). On a single node the batch is in sync
 once appended. acks=0 gets no response. Records a topic refuses are named in `record_errors`.
 A client over its `producer_byte_rate` quota (the request's bytes count) is answered with its
-throttle time and then muted for it (`client_quotas`); nothing is refused for it."""
+throttle time and then muted for it (`client_quotas`); nothing is refused for it. Each batch
+appended is counted for the audit (`weir.broker.audit`): its bytes, and its records from its
+header."""
 
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ from weir.broker.request_times import remote_wait
 from weir.protocol.apis import ApiKey
 from weir.protocol.codec import Request, response_module
 from weir.protocol.errors import InvalidRequestError
-from weir.records import peek_transactional
+from weir.records import BatchHeader, peek_transactional
 
 ACKS_ALL = -1
 VALID_ACKS = (0, 1, ACKS_ALL)
@@ -36,10 +38,11 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
     waits = []
     transactional_id = getattr(body, "transactional_id", None)
     unverified = await _verify_transactional(broker, body)
+    audit = broker.audit
     for topic in body.topic_data:
         partitions: list[Any] = []
         for data in topic.partition_data:
-            refused = produce_error(broker, topic.name, transactional_id)
+            refused = produce_error(broker, topic.name, transactional_id, request.client_id)
             if refused[0] is ErrorCode.none:
                 refused = unverified.get((topic.name, data.index), refused)
             response, message, end_offset = _append(
@@ -48,7 +51,12 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
             if response.error_code != ErrorCode.none:
                 where = f"{topic.name}-{data.index}"
                 broker.request_log.refused(request, where, response.error_code, message)
-            elif body.acks == ACKS_ALL and broker.replicas.replicating(
+                partitions.append(response)
+                continue
+            if audit is not None:
+                audit.produced(request.client_id, topic.name, data.index, len(data.records),
+                               BatchHeader(data.records).records_count)  # fmt: skip
+            if body.acks == ACKS_ALL and broker.replicas.replicating(
                 topic.name, data.index, end_offset
             ):
                 waits.append((topic.name, len(partitions), data.index, end_offset))
