@@ -210,7 +210,7 @@ def test_counts_are_written_at_a_clean_shutdown_and_a_restart_adds_to_them(
 ) -> None:
     """With the default interval of a minute nothing is written before the broker stops: the
     shutdown writes it. The restarted broker's counts of the same minute add to the earlier."""
-    broker = sasl_broker(broker_factory, "restarted", **{"audit.enable": True, "audit.flush.interval.ms": 60_000})
+    broker = sasl_broker(broker_factory, "restarted", **{"audit.flush.interval.ms": 60_000})
     create_topic(broker, TOPIC, 2)
     alice_produces(broker)
     broker.restart()
