@@ -94,6 +94,7 @@ def main() -> int:
         "faults": dict(run.faults),
         "etl_driver_kills": run.etl_kills,
         "etl_stopped_by_itself": run.etl_exits,
+        "etl_stopped_because": dict(run.etl_exit_reasons),
         "copies_by_another_producer": run.copies,
         "copies_dropped_by_the_etl": run.etl_duplicates,
         "batches_in_flight_at_an_agent_kill": dict(run.resumes),

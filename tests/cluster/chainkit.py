@@ -249,6 +249,7 @@ class ChainRun:
     copies: int = 0  # copies the other producer wrote
     etl_kills: int = 0
     etl_exits: int = 0  # times the ETL had stopped by itself when a round looked
+    etl_exit_reasons: Counter[str] = field(default_factory=Counter)  # its last words, each time
     etl_duplicates: int = 0  # copies the ETL dropped
     seconds: float = 0.0
     found: Tally | None = None
@@ -333,6 +334,8 @@ class Chain:
             return
         if self.etl.process is not None:
             self.run.etl_exits += 1
+            lines = [line for line in self.etl.output().splitlines() if line.startswith("weir:")]
+            self.run.etl_exit_reasons[lines[-1][:300] if lines else "(no message)"] += 1
             self.etl.close()
         self._etl_batches_at_start = len(self.etl.committed())
         self.etl.start()
