@@ -90,6 +90,7 @@ SAMPLES = {
     "unclean.leader.election.enable": "true",
     "high.watermark.policy": "flushed",
     "replica.placement.strategy": "consistent-hash",
+    "replica.placement.pool": "tenant-a",
 }
 BROKER_CONFIG = {"log.retention.ms": 3_600_000, "log.segment.bytes": 65536, "num.partitions": 1}
 
