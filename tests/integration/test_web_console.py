@@ -2,9 +2,9 @@
 operator would: every page loads with no console or script error; the topic list shows the
 test's topic; the group page shows the group's lag and its Burrow status; the message browser
 finds a message by offset and by timestamp; the audit page says it has no data until `__audit`
-holds some, then (a broker with audit on) names who reads and who writes; a throughput chart draws the traffic sampled;
-unknown topics and groups are 404 pages and a cluster that is not there a 502 page, and the
-console keeps serving. Screenshots of the pages are saved as test artefacts."""
+holds some, then (a broker with audit on) names who reads and who writes; a throughput chart
+draws the traffic sampled; unknown topics and groups are 404 pages and a cluster that is not
+there a 502 page, and the console keeps serving. Screenshots of the pages are saved as test artefacts."""
 
 from __future__ import annotations
 
