@@ -4,7 +4,8 @@ test's topic; the group page shows the group's lag and its Burrow status; the me
 finds a message by offset and by timestamp; the audit page says it has no data until `__audit`
 holds some, then (a broker with audit on) names who reads and who writes; a throughput chart
 draws the traffic sampled; unknown topics and groups are 404 pages and a cluster that is not
-there a 502 page, and the console keeps serving. Screenshots of the pages are saved as test artefacts."""
+there a 502 page, and the console keeps serving. Screenshots of the pages are saved as test
+artefacts."""
 
 from __future__ import annotations
 
