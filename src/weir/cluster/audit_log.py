@@ -37,6 +37,12 @@ log = logging.getLogger(__name__)
 #: how long reading may go without a record before it gives up
 IDLE_TIMEOUT_S = 30.0
 POLL_RECORDS = 1000
+#: errors of a partition that has no leader yet
+_NOT_YET_LED = frozenset({
+    KafkaError._UNKNOWN_PARTITION,
+    KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+})  # fmt: skip
 
 
 class AuditReadError(Exception):
@@ -108,15 +114,24 @@ def who(entries: Iterable[AuditEntry], topic: str, api: str) -> list[ClientTraff
 
 
 def _watermarks(consumer: Consumer, timeout_s: float) -> dict[int, tuple[int, int]]:
-    """Each partition of `__audit` and its (start, end) offsets; none without the topic."""
-    metadata = consumer.list_topics(AUDIT_TOPIC, timeout=timeout_s).topics.get(AUDIT_TOPIC)
-    if metadata is None or metadata.error is not None:
-        if metadata is not None and metadata.error.code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
-            raise KafkaException(metadata.error)
-        return {}
-    return {p: consumer.get_watermark_offsets(KafkaTopicPartition(AUDIT_TOPIC, p),
-                                              timeout=timeout_s)
-            for p in sorted(metadata.partitions)}  # fmt: skip
+    """Each partition of `__audit` and its (start, end) offsets; none without the topic. A
+    topic just created by a broker has partitions not yet led (the client knows of no leader:
+    "unknown partition"); they are asked again until they are, for up to `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        metadata = consumer.list_topics(AUDIT_TOPIC, timeout=timeout_s).topics.get(AUDIT_TOPIC)
+        if metadata is None or metadata.error is not None:
+            if metadata is not None and metadata.error.code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                raise KafkaException(metadata.error)
+            return {}
+        try:
+            return {p: consumer.get_watermark_offsets(KafkaTopicPartition(AUDIT_TOPIC, p),
+                                                      timeout=timeout_s)
+                    for p in sorted(metadata.partitions)}  # fmt: skip
+        except KafkaException as exc:
+            if exc.args[0].code() not in _NOT_YET_LED or time.monotonic() > deadline:
+                raise
+        time.sleep(0.1)
 
 
 def _start_offsets(

@@ -6,10 +6,12 @@ from __future__ import annotations
 import dataclasses
 import logging
 import random
+import types
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException
 
-from weir.cluster.audit_log import ClientTraffic, in_minutes, keep_latest, who
+from weir.cluster.audit_log import ClientTraffic, in_minutes, keep_latest, read_entries, who
 from weir.protocol.audit_records import FETCH, PRODUCE, AuditEntry, encode_key, encode_value
 
 MINUTE = 1_700_000_040_000
@@ -76,3 +78,31 @@ def test_who_sums_a_topics_clients_over_partitions_brokers_and_minutes() -> None
     assert who(entries, "orders", FETCH) == [
         ClientTraffic("User:bob", "reports", "10.0.0.1", 5000, 50, MINUTE, MINUTE)]  # fmt: skip
     assert who(entries, "nobody-reads-this", FETCH) == []
+
+
+class _JustCreatedAudit:
+    """A consumer that sees `__audit` as a broker has just created it: listed, its partitions
+    not yet led for the first `unled` watermark asks (librdkafka: "unknown partition")."""
+
+    def __init__(self, unled: int) -> None:
+        self.unled = unled
+
+    def list_topics(self, topic: str, timeout: float) -> object:
+        partitions = {0: object(), 1: object()}
+        topic_metadata = types.SimpleNamespace(error=None, partitions=partitions)
+        return types.SimpleNamespace(topics={topic: topic_metadata})
+
+    def get_watermark_offsets(self, tp: object, timeout: float) -> tuple[int, int]:
+        if self.unled:
+            self.unled -= 1
+            raise KafkaException(KafkaError(KafkaError._UNKNOWN_PARTITION))
+        return (0, 0)
+
+
+def test_a_just_created_audit_topic_is_waited_for_until_led() -> None:
+    assert read_entries(_JustCreatedAudit(unled=3), timeout_s=5) == []  # type: ignore[arg-type]
+
+
+def test_an_audit_topic_never_led_fails_after_the_timeout() -> None:
+    with pytest.raises(KafkaException):
+        read_entries(_JustCreatedAudit(unled=10**6), timeout_s=0.3)  # type: ignore[arg-type]
