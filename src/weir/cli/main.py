@@ -25,6 +25,7 @@ from weir.cli import (
     logdirs,
     logformats,
     logtool,
+    operator,
     pipeline,
     quota,
     reassign,
@@ -64,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     zookeeper.register(commands)
     cluster.register(commands)
     reassign.register(commands)
+    operator.register(commands)
     web_console.register(commands)
     return parser
 

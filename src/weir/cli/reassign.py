@@ -157,16 +157,31 @@ class Cluster:
     def broker_pools(self) -> dict[int, str]:
         """Each broker's `broker.pool` ("": none), asked of the broker itself; a broker that
         cannot be asked counts as in none."""
-        pools = {}
+        return {node_id: values.get(BROKER_POOL) or ""
+                for node_id, values in self.broker_settings((BROKER_POOL,)).items()}  # fmt: skip
+
+    def broker_settings(self, keys: tuple[str, ...]) -> dict[int, dict[str, str | None]]:
+        """The settings named `keys` of each broker, asked of the broker itself (nothing for a
+        broker that cannot be asked)."""
+        settings = {}
         for node in self.metadata.brokers:
             try:
-                results = self._describe(BROKER_RESOURCE, [str(node.node_id)], (BROKER_POOL,),
+                results = self._describe(BROKER_RESOURCE, [str(node.node_id)], keys,
                                          address=(node.host, node.port))  # fmt: skip
             except BrokerConnectionError:
                 results = []
-            values = {c.name: c.value for r in results for c in r.configs}
-            pools[node.node_id] = values.get(BROKER_POOL) or ""
-        return pools
+            settings[node.node_id] = {c.name: c.value for r in results for c in r.configs}
+        return settings
+
+    def racks(self) -> dict[int, str | None]:
+        return {b.node_id: b.rack for b in self.metadata.brokers}
+
+    def addresses(self) -> dict[int, tuple[str, int]]:
+        return {b.node_id: (b.host, b.port) for b in self.metadata.brokers}
+
+    def leaders(self) -> dict[TopicPartition, int]:
+        return {(t.name, p.partition_index): p.leader_id
+                for t in self.metadata.topics for p in t.partitions}  # fmt: skip
 
     def _describe(
         self, resource_type: int, names: list[str], keys: tuple[str, ...],

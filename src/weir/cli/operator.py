@@ -1,0 +1,139 @@
+"""`weir operator`: balance a cluster by the load its brokers measure (`weir.ops.operator`).
+
+- `plan` measures every partition's traffic for `--windows` windows of `--window-seconds`
+  (one metrics request per broker per window; every broker needs `metrics.port`), plans moves
+  of replicas and leaders that even the brokers' load out, and prints each broker's load now
+  and as planned, and the moves. `--output-json F` writes the moves as a reassignment file that
+  `weir reassign execute` takes. Nothing is changed.
+- `balance` plans the same way and carries the plan out: at most `--max-concurrent-moves` at
+  once, each started as another ends, copying at `--throttle` B/s if given; then the moved
+  partitions' first replicas are elected leaders. `--dry-run` prints the plan and stops.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from weir.cli.clients import add_bootstrap, add_client_settings, admin_client
+from weir.cli.reassign import Cluster, plan_json
+from weir.cli.table import print_table
+from weir.ops.operator.executor import DEFAULT_MAX_CONCURRENT, Executor, name
+from weir.ops.operator.load import LoadError
+from weir.ops.operator.planner import DEFAULT_MAX_MOVES, BrokerLoad, Plan, PlanError
+from weir.ops.operator.survey import cluster_state, measure
+
+DEFAULT_WINDOW_S = 10.0
+DEFAULT_WINDOWS = 3
+
+
+def register(commands: Any) -> None:
+    operator = commands.add_parser(
+        "operator", help="balance the cluster by measured load (plan, balance)"
+    )
+    sub = operator.add_subparsers(dest="operator_command", required=True, metavar="ACTION")
+    plan = sub.add_parser("plan", help="measure the load and print a plan that evens it out")
+    plan.add_argument("--output-json", type=Path, metavar="FILE",
+                      help="write the moves as a reassignment file (weir reassign execute)")
+    plan.set_defaults(run=run_plan)
+    balance = sub.add_parser("balance", help="measure, plan and carry the plan out")
+    balance.add_argument("--dry-run", action="store_true", help="print the plan and stop")
+    balance.add_argument("--max-concurrent-moves", type=int, default=DEFAULT_MAX_CONCURRENT,
+                         metavar="N", help=f"moves under way at once (default "
+                         f"{DEFAULT_MAX_CONCURRENT})")  # fmt: skip
+    balance.add_argument("--throttle", type=int, metavar="BYTES_PER_SECOND",
+                         help="hold the moves' replication to this rate while they run")
+    balance.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS",
+                         help="cancel the moves not done by then (default 600)")
+    balance.set_defaults(run=run_balance)
+    for parser in (plan, balance):
+        parser.add_argument("--window-seconds", type=float, default=DEFAULT_WINDOW_S,
+                            metavar="S", help=f"each measuring window (default "
+                            f"{DEFAULT_WINDOW_S:g})")  # fmt: skip
+        parser.add_argument("--windows", type=int, default=DEFAULT_WINDOWS, metavar="N",
+                            help="windows measured; each partition's median counts "
+                            f"(default {DEFAULT_WINDOWS})")  # fmt: skip
+        parser.add_argument("--max-moves", type=int, default=DEFAULT_MAX_MOVES, metavar="N",
+                            help=f"partitions moved at most (default {DEFAULT_MAX_MOVES})")
+        add_bootstrap(parser)
+        add_client_settings(parser)
+
+
+def make_plan(args: argparse.Namespace) -> tuple[Cluster, Plan]:
+    cluster = Cluster(args)
+    try:
+        state = cluster_state(cluster)
+        print(f"measuring {len(state.metrics)} brokers' load: {args.windows} windows of "
+              f"{args.window_seconds:g}s", file=sys.stderr, flush=True)  # fmt: skip
+        history = measure(state.metrics, args.window_seconds, args.windows)
+        return cluster, state.planner(history).plan(args.max_moves)
+    except (LoadError, PlanError) as exc:
+        raise SystemExit(f"weir: {exc}") from None
+
+
+def print_plan(plan: Plan) -> None:
+    header = ["BROKER", "BYTES-IN/S", "BYTES-OUT/S", "DISK-BYTES", "REPLICAS", "LEADERS"]
+
+    def cells(load: BrokerLoad) -> list[object]:
+        return [f"{load.bytes_in:.0f}", f"{load.bytes_out:.0f}", f"{load.disk:.0f}",
+                f"{load.replicas:.0f}", f"{load.leaders:.0f}"]  # fmt: skip
+
+    print_table(header, [[b, *(f"{now} -> {then}" for now, then in zip(
+        cells(plan.before[b]), cells(plan.after[b]), strict=True))]
+        for b in sorted(plan.after)])  # fmt: skip
+    print()
+    print(f"bytes-in max/min across brokers: {spread(plan.before)} -> {spread(plan.after)}")
+    print(f"imbalance: {plan.imbalance_before:.3f} -> {plan.imbalance_after:.3f}")
+    if plan.skipped:
+        print(f"left alone (moving already): {', '.join(map(name, plan.skipped))}")
+    if not plan.moves:
+        print("no move lowers the imbalance: nothing to do")
+        return
+    print()
+    print_table(["PARTITION", "REPLICAS", "PLANNED", "COPY-BYTES"], [
+        [name(m.partition), ",".join(map(str, m.before)), ",".join(map(str, m.after)),
+         f"{m.copy_bytes:.0f}"] for m in plan.moves])  # fmt: skip
+
+
+def spread(loads: dict[int, BrokerLoad]) -> str:
+    """The largest broker bytes-in over the smallest ("inf" when a broker takes nothing)."""
+    values = [load.bytes_in for load in loads.values()]
+    if not values or max(values) <= 0:
+        return "-"
+    return f"{max(values) / min(values):.2f}" if min(values) > 0 else "inf"
+
+
+def run_plan(args: argparse.Namespace) -> int:
+    _, plan = make_plan(args)
+    print_plan(plan)
+    if args.output_json is not None:
+        args.output_json.write_text(plan_json(plan.targets()) + "\n")
+        print(f"\nwrote {len(plan.moves)} moves to {args.output_json}")
+    return 0
+
+
+def run_balance(args: argparse.Namespace) -> int:
+    if args.max_concurrent_moves < 1:
+        raise SystemExit("weir: --max-concurrent-moves must be 1 or more")
+    if args.throttle is not None and args.throttle <= 0:
+        raise SystemExit("weir: --throttle must be a positive number of bytes a second")
+    cluster, plan = make_plan(args)
+    print_plan(plan)
+    if args.dry_run or not plan.moves:
+        return 0
+    print()
+    executor = Executor(
+        cluster, plan.moves, max_concurrent=args.max_concurrent_moves, throttle=args.throttle,
+        timeout_s=args.timeout, admin=lambda: admin_client(args),
+        report=lambda line: print(line, flush=True),
+    )  # fmt: skip
+    outcome = executor.run()
+    print(f"\n{len(outcome.done)} moves done, {len(outcome.cancelled)} cancelled, "
+          f"{len(outcome.refused)} refused; {outcome.leaders_elected} leaders elected")
+    for tp, why in sorted(outcome.cancelled.items()):
+        print(f"weir: {name(tp)} not moved: {why}", file=sys.stderr)
+    for failure in outcome.election_failures:
+        print(f"weir: leader election: {failure}", file=sys.stderr)
+    return 0 if outcome.clean else 1

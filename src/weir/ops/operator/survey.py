@@ -1,0 +1,94 @@
+"""What the operator knows of a cluster: its live brokers (racks, pools), the replicas and
+leaders of every partition, the moves under way, and each partition's measured load.
+
+It asks through the Kafka protocol (Metadata, DescribeConfigs, ListPartitionReassignments,
+through `weir.cli.reassign.Cluster`) and reads each broker's metrics where the broker says it
+serves them (its `metrics.port`, on `metrics.host` or else the host it is known by).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from weir.cli.reassign import Cluster
+from weir.ops.operator.load import (
+    BrokerScrape,
+    LoadError,
+    LoadHistory,
+    TopicPartition,
+    rates,
+    scrape,
+)
+from weir.ops.operator.planner import BrokerInfo, Planner
+
+METRICS_PORT, METRICS_HOST, BROKER_POOL = "metrics.port", "metrics.host", "broker.pool"
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterState:
+    brokers: list[BrokerInfo]
+    assignment: dict[TopicPartition, tuple[int, ...]]
+    leaders: dict[TopicPartition, int]
+    topic_pools: dict[str, str]
+    moving: list[TopicPartition]
+    metrics: dict[int, str]
+
+    def planner(self, history: LoadHistory) -> Planner:
+        return Planner(self.brokers, self.assignment, history.median(self.assignment),
+                       topic_pools=self.topic_pools, leaders=self.leaders,
+                       moving=self.moving)  # fmt: skip
+
+
+def cluster_state(cluster: Cluster) -> ClusterState:
+    """The cluster as it is now. LoadError when a live broker serves no metrics."""
+    cluster.refresh()
+    settings = cluster.broker_settings((METRICS_PORT, METRICS_HOST, BROKER_POOL))
+    addresses = cluster.addresses()
+    metrics, without = {}, []
+    for node_id, values in sorted(settings.items()):
+        port = int(values.get(METRICS_PORT) or 0)
+        if not port:
+            without.append(node_id)
+            continue
+        host = values.get(METRICS_HOST) or addresses[node_id][0]
+        metrics[node_id] = f"http://{host}:{port}/metrics"
+    if without:
+        raise LoadError(f"brokers {without} serve no metrics: set metrics.port on every broker "
+                        "for the operator to measure their load")  # fmt: skip
+    racks = cluster.racks()
+    brokers = [BrokerInfo(b, racks.get(b), settings[b].get(BROKER_POOL) or "")
+               for b in sorted(settings)]  # fmt: skip
+    assignment = cluster.assignment()
+    topics = sorted({topic for topic, _ in assignment})
+    return ClusterState(brokers, assignment, cluster.leaders(),
+                        {t: pool for t, pool in cluster.topic_pools(topics).items() if pool}
+                        if topics else {}, sorted(cluster.ongoing()), metrics)  # fmt: skip
+
+
+def measure(
+    metrics: dict[int, str],
+    window_s: float,
+    windows: int,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> LoadHistory:
+    """`windows` windows of `window_s` seconds of every broker's load, one look at each broker
+    at each window's edge."""
+    if window_s <= 0 or windows < 1:
+        raise LoadError(f"a window must last more than 0 s and there must be at least one, not "
+                        f"{window_s:g} s and {windows}")  # fmt: skip
+    history = LoadHistory(windows)
+    previous = look(metrics, clock)
+    for _ in range(windows):
+        sleep(window_s)
+        latest = look(metrics, clock)
+        history.add(rates(previous, latest))
+        previous = latest
+    return history
+
+
+def look(metrics: dict[int, str], clock: Callable[[], float]) -> dict[int, BrokerScrape]:
+    return {node_id: scrape(node_id, url, clock()) for node_id, url in metrics.items()}
