@@ -8,12 +8,20 @@
 - `balance` plans the same way and carries the plan out: at most `--max-concurrent-moves` at
   once, each started as another ends, copying at `--throttle` B/s if given; then the moved
   partitions' first replicas are elected leaders. `--dry-run` prints the plan and stops.
+- `start --zookeeper HOST:PORT[/chroot]` runs the operator as a service (`weir.ops.operator.
+  service`): one active instance among those started, balancing each `--interval` and
+  re-creating the replicas of brokers dead longer than `--heal-after`; SIGTERM or SIGINT stops
+  it, leaving the moves under way to the next instance.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import signal
+import socket
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +31,7 @@ from weir.cli.table import print_table
 from weir.ops.operator.executor import DEFAULT_MAX_CONCURRENT, Executor, name
 from weir.ops.operator.load import LoadError
 from weir.ops.operator.planner import DEFAULT_MAX_MOVES, BrokerLoad, Plan, PlanError
+from weir.ops.operator.service import OperatorService, ServiceSettings
 from weir.ops.operator.survey import cluster_state, measure
 
 DEFAULT_WINDOW_S = 10.0
@@ -48,7 +57,30 @@ def register(commands: Any) -> None:
     balance.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS",
                          help="cancel the moves not done by then (default 600)")
     balance.set_defaults(run=run_balance)
-    for parser in (plan, balance):
+    start = sub.add_parser("start", help="run the operator as a service (balancing, healing)")
+    start.add_argument("--zookeeper", required=True, metavar="HOST:PORT[/chroot]",
+                       help="the cluster's ZooKeeper: the instances' leadership and state")
+    start.add_argument("--zookeeper-session-timeout-ms", type=int, default=10_000, metavar="MS",
+                       help="after this long without an instance its successor takes over "
+                       "(default 10000)")  # fmt: skip
+    start.add_argument("--id", default=f"{socket.gethostname()}-{os.getpid()}",
+                       help="this instance's name (default: host-pid)")
+    start.add_argument("--interval", type=float, default=60.0, metavar="SECONDS",
+                       help="time between rounds (default 60)")
+    start.add_argument("--heal-after", type=float, default=300.0, metavar="SECONDS",
+                       help="re-create a dead broker's replicas once it has been dead this long "
+                       "(default 300)")  # fmt: skip
+    start.add_argument("--balance-threshold", type=float, default=1.25, metavar="RATIO",
+                       help="balance when the largest broker's bytes in or out is over this "
+                       "many times the smallest's (default 1.25)")  # fmt: skip
+    start.add_argument("--max-concurrent-moves", type=int, default=DEFAULT_MAX_CONCURRENT,
+                       metavar="N", help="moves under way at once")  # fmt: skip
+    start.add_argument("--throttle", type=int, metavar="BYTES_PER_SECOND",
+                       help="hold the moves' replication to this rate")
+    start.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS",
+                       help="cancel a plan's moves not done by then (default 600)")
+    start.set_defaults(run=run_start)
+    for parser in (plan, balance, start):
         parser.add_argument("--window-seconds", type=float, default=DEFAULT_WINDOW_S,
                             metavar="S", help=f"each measuring window (default "
                             f"{DEFAULT_WINDOW_S:g})")  # fmt: skip
@@ -137,3 +169,32 @@ def run_balance(args: argparse.Namespace) -> int:
     for failure in outcome.election_failures:
         print(f"weir: leader election: {failure}", file=sys.stderr)
     return 0 if outcome.clean else 1
+
+
+def run_start(args: argparse.Namespace) -> int:
+    settings = ServiceSettings(
+        interval_s=args.interval, window_s=args.window_seconds, windows=args.windows,
+        balance_threshold=args.balance_threshold, heal_after_s=args.heal_after,
+        max_concurrent=args.max_concurrent_moves, max_moves=args.max_moves,
+        throttle=args.throttle, move_timeout_s=args.timeout,
+    )  # fmt: skip
+    try:
+        settings.check()
+    except ValueError as exc:
+        raise SystemExit(f"weir: {exc}") from None
+    stop = threading.Event()
+
+    def stopping(signum: int, _frame: object) -> None:
+        print(f"operator {args.id}: {signal.Signals(signum).name}: stopping", flush=True)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, stopping)
+    signal.signal(signal.SIGINT, stopping)
+    service = OperatorService(
+        args.zookeeper, Cluster(args), settings, identifier=args.id,
+        admin=lambda: admin_client(args), report=lambda line: print(line, flush=True),
+        session_timeout_s=args.zookeeper_session_timeout_ms / 1000,
+    )  # fmt: skip
+    print(f"operator {args.id}: started", flush=True)
+    service.run(stop)
+    return 0

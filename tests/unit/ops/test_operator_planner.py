@@ -154,3 +154,22 @@ def test_a_brokers_metrics_page_is_read_into_counters_and_sizes() -> None:
     look = parse_scrape(7, 1.5, text)
     assert look.counters == {("t", 1): PartitionCounters(bytes_in=4096, messages_in=8)}
     assert look.sizes == {("t", 1): 12345, ("u", 0): 10}
+
+
+def test_replicas_of_a_dead_broker_are_recreated_on_live_ones_of_the_pool_and_racks() -> None:
+    """Broker 4 (rack b) is dead: each of its replicas goes to the live broker of rack b (3),
+    keeping every partition in both racks; a partition of a pool without another live broker
+    is reported, not moved."""
+    racks = {1: "a", 2: "a", 3: "b"}
+    brokers = [BrokerInfo(b, racks[b]) for b in racks]
+    assignment = {("t", 0): (4, 1), ("t", 1): (2, 4), ("t", 2): (1, 3)}
+    loads = {tp: PartitionLoad(1000, 10, 1000, MB) for tp in assignment}
+    plan = Planner(brokers, assignment, loads).plan(heal={4})
+    assert plan.targets() == {("t", 0): (3, 1), ("t", 1): (2, 3)}
+    assert all(m.copy_bytes == MB for m in plan.moves)
+    assert Planner(brokers, assignment, loads).plan().targets().keys().isdisjoint(
+        {("t", 0), ("t", 1)})  # not healed yet: left alone  # fmt: skip
+
+    pooled = [BrokerInfo(1, pool="p"), BrokerInfo(2), BrokerInfo(3)]
+    plan = Planner(pooled, {("u", 0): (4, 1)}, {}, topic_pools={"u": "p"}).plan(heal={4})
+    assert plan.moves == [] and plan.unhealed == [("u", 0)]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from confluent_kafka import ElectionType, KafkaException
@@ -44,6 +44,8 @@ class Outcome:
     refused: dict[TopicPartition, str] = field(default_factory=dict)
     leaders_elected: int = 0
     election_failures: list[str] = field(default_factory=list)
+    #: the run was told to stop: the moves under way were left running
+    stopped: bool = False
 
     @property
     def clean(self) -> bool:
@@ -63,6 +65,9 @@ class Executor:
         timeout_s: float = 600.0,
         admin: Callable[[], AdminClient] | None = None,
         report: Callable[[str], None] = print,
+        adopted: Sequence[Move] = (),
+        should_stop: Callable[[], bool] = lambda: False,
+        on_change: Callable[[list[Move], list[Move]], None] | None = None,
     ) -> None:
         if max_concurrent < 1:
             raise ValueError(f"at most {max_concurrent} moves at once: it must be 1 or more")
@@ -77,23 +82,30 @@ class Executor:
         self.timeout_s = timeout_s
         self.admin = admin
         self.report = report
-        self.running: dict[TopicPartition, float] = {}
+        self.moves |= {m.partition: m for m in adopted}
+        self.running: dict[TopicPartition, float] = {m.partition: time.monotonic()
+                                                     for m in adopted}  # fmt: skip
         self.outcome = Outcome()
+        self.should_stop = should_stop
+        self.on_change = on_change
 
     def run(self) -> Outcome:
+        """Every move run to its end; when `should_stop` says so, returns at once with the
+        moves under way left running and the throttles in place (`Outcome.stopped`)."""
         if not self.moves:
             return self.outcome
-        if self.throttle is not None:
+        if self.throttle is not None and self.pending:
             self._set_throttle()
         try:
             self._run_moves()
         finally:
-            if self.throttle is not None:
+            if self.throttle is not None and not self.outcome.stopped:
                 topics = {tp[0] for tp in self.moves}
                 brokers = {r for m in self.moves.values() for r in (*m.before, *m.after)}
                 for error in clear_throttles(self.cluster, topics, brokers):
                     self.report(f"throttle not removed: {error}")
-        self._elect()
+        if not self.outcome.stopped:
+            self._elect()
         return self.outcome
 
     def _set_throttle(self) -> None:
@@ -107,19 +119,29 @@ class Executor:
     def _run_moves(self) -> None:
         deadline = time.monotonic() + self.timeout_s
         while self.pending or self.running:
+            if self.should_stop():
+                self.outcome.stopped = True
+                return
             self.cluster.refresh()
             live = set(self.cluster.brokers())
             self._cancel_touching_dead(live)
             self._start(live)
             if not self.running and not self.pending:
                 break
+            self._changed()
             time.sleep(POLL_S)
             self._finished()
+            self._changed()
             if time.monotonic() > deadline:
                 self._cancel(list(self.running), f"not done within {self.timeout_s:g}s")
                 for move in self.pending:
                     self.outcome.cancelled[move.partition] = "not started before the timeout"
                 self.pending.clear()
+        self._changed()
+
+    def _changed(self) -> None:
+        if self.on_change is not None:
+            self.on_change([self.moves[tp] for tp in self.running], list(self.pending))
 
     def _start(self, live: set[int]) -> None:
         batch: dict[TopicPartition, tuple[int, ...] | None] = {}

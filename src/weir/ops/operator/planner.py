@@ -18,6 +18,10 @@ place in the order the design gives them: network in and out first, then disk, t
 leader counts. A leadership change is a reordering of a partition's replicas (the first is the
 preferred leader, elected once the moves are done), so it copies nothing.
 
+Replicas on dead brokers that are to be healed come first: each is re-created on the live
+broker of its topic's pool that leaves the partition in the most racks, and of those the one
+that leaves the load most even. Partitions with a replica on another dead broker are left alone.
+
 Hard rules, never traded against balance: a replica goes only to a live broker in its topic's
 pool (`replica.placement.pool`; a topic without one stays on brokers without one), and a move
 never leaves a partition's replicas in fewer racks than they were in. Partitions already moving
@@ -26,7 +30,7 @@ are left alone.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from weir.ops.operator.load import PartitionLoad, TopicPartition
@@ -86,13 +90,15 @@ class Move:
 @dataclass(frozen=True, slots=True)
 class Plan:
     moves: list[Move]
-    #: each broker's load now (leaders as they are) and once the plan is done
+    #: each live broker's load now (leaders as they are) and once the plan is done
     before: dict[int, BrokerLoad]
     after: dict[int, BrokerLoad]
     imbalance_before: float
     imbalance_after: float
     #: (topic, partition) skipped because they were moving already
     skipped: list[TopicPartition] = field(default_factory=list)
+    #: partitions with a replica on a dead broker that no live broker may take
+    unhealed: list[TopicPartition] = field(default_factory=list)
 
     def targets(self) -> dict[TopicPartition, tuple[int, ...]]:
         return {move.partition: move.after for move in self.moves}
@@ -163,14 +169,27 @@ class Planner:
                 raise PlanError(f"topic {topic}: no live broker is in {where}, where its "
                                 "replicas must be (replica.placement.pool)")  # fmt: skip
 
-    def plan(self, max_moves: int = DEFAULT_MAX_MOVES) -> Plan:
+    def plan(self, max_moves: int = DEFAULT_MAX_MOVES, heal: Collection[int] = ()) -> Plan:
+        """The moves that even the load out, at most `max_moves` partitions; first, each
+        replica on a broker of `heal` (dead ones) is re-created on a live broker, whatever the
+        count. Partitions with a replica on another dead broker are left alone."""
         if max_moves < 0:
             raise PlanError(f"the most moves must be 0 or more, not {max_moves}")
         current = dict(self.assignment)
         loads = broker_loads(self.ids, current, self.loads)
-        start = imbalance(loads, self.ids)
-        score = start
         changed: set[TopicPartition] = set()
+        unhealed = []
+        gone = set(heal) - set(self.ids)
+        for tp in sorted(current):
+            for dead in [r for r in current[tp] if r in gone and tp not in self.moving]:
+                target = self._replacement(current[tp], loads, tp, dead)
+                if target is None:
+                    unhealed.append(tp)
+                    break
+                self._apply(loads, tp, current[tp], target)
+                current[tp] = target
+                changed.add(tp)
+        start = imbalance(loads, self.ids)
         while True:
             best = self._best_step(current, loads, changed, max_moves)
             if best is None:
@@ -181,17 +200,42 @@ class Planner:
             self._apply(loads, tp, current[tp], target)
             current[tp] = target
             changed.add(tp)
-            score -= gain
         moves = [
             Move(tp, self.assignment[tp], current[tp], sum(
                 self.loads.get(tp, PartitionLoad()).size
                 for r in current[tp] if r not in self.assignment[tp]))
             for tp in sorted(changed) if current[tp] != self.assignment[tp]
         ]  # fmt: skip
-        before = broker_loads(self.ids, self.assignment, self.loads, self.leaders)
-        after = broker_loads(self.ids, current, self.loads)
+        before = self._live(broker_loads(self.ids, self.assignment, self.loads, self.leaders))
+        after = self._live(broker_loads(self.ids, current, self.loads))
         return Plan(moves, before, after, imbalance(before, self.ids),
-                    imbalance(after, self.ids), sorted(self.moving & set(self.assignment)))
+                    imbalance(after, self.ids), sorted(self.moving & set(self.assignment)),
+                    unhealed)  # fmt: skip
+
+    def _live(self, loads: dict[int, BrokerLoad]) -> dict[int, BrokerLoad]:
+        return {b: loads[b] for b in self.ids}
+
+    def _replacement(
+        self, replicas: tuple[int, ...], loads: dict[int, BrokerLoad], tp: TopicPartition,
+        dead: int,
+    ) -> tuple[int, ...] | None:  # fmt: skip
+        """`replicas` with `dead` replaced by the live broker of the topic's pool that leaves
+        the partition in the most racks, and of those the one that leaves the load most even;
+        None if there is none."""
+        pool = self.topic_pools.get(tp[0], "")
+        best: tuple[tuple[int, float], tuple[int, ...]] | None = None
+        load = self.loads.get(tp, PartitionLoad())
+        for new in self.ids:
+            if new in replicas or self.brokers[new].pool != pool:
+                continue
+            target = tuple(new if r == dead else r for r in replicas)
+            racks = {self.brokers[r].rack for r in target if r in self.brokers}
+            trial = {b: replace(loads[b]) for b in self.ids}
+            _change(trial, load, replicas, target)
+            key = (-len(racks - {None}), imbalance(trial, self.ids))
+            if best is None or key < best[0]:
+                best = (key, target)
+        return None if best is None else best[1]
 
     def _best_step(
         self,
@@ -207,6 +251,8 @@ class Planner:
         best: tuple[float, TopicPartition, tuple[int, ...]] | None = None
         for tp, replicas in current.items():
             if tp in self.moving or (tp not in changed and len(changed) >= max_moves):
+                continue
+            if not live.issuperset(replicas):
                 continue
             load = self.loads.get(tp, PartitionLoad())
             for target in self._candidates(tp, replicas):

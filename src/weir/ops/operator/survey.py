@@ -8,6 +8,7 @@ serves them (its `metrics.port`, on `metrics.host` or else the host it is known 
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,6 +23,8 @@ from weir.ops.operator.load import (
     scrape,
 )
 from weir.ops.operator.planner import BrokerInfo, Planner
+
+log = logging.getLogger(__name__)
 
 METRICS_PORT, METRICS_HOST, BROKER_POOL = "metrics.port", "metrics.host", "broker.pool"
 
@@ -42,11 +45,15 @@ class ClusterState:
 
 
 def cluster_state(cluster: Cluster) -> ClusterState:
-    """The cluster as it is now. LoadError when a live broker serves no metrics."""
+    """The cluster as it is now. A registered broker that does not answer counts as dead (it
+    is not planned for, and its replicas are where it is dead). LoadError when a live broker
+    serves no metrics."""
     cluster.refresh()
     settings = cluster.broker_settings((METRICS_PORT, METRICS_HOST, BROKER_POOL))
     addresses = cluster.addresses()
     metrics, without = {}, []
+    unreachable = {node_id for node_id, values in settings.items() if not values}
+    settings = {node_id: values for node_id, values in settings.items() if values}
     for node_id, values in sorted(settings.items()):
         port = int(values.get(METRICS_PORT) or 0)
         if not port:
@@ -62,6 +69,8 @@ def cluster_state(cluster: Cluster) -> ClusterState:
                for b in sorted(settings)]  # fmt: skip
     assignment = cluster.assignment()
     topics = sorted({topic for topic, _ in assignment})
+    if unreachable:
+        log.warning("brokers %s registered but not answering: left out", sorted(unreachable))
     return ClusterState(brokers, assignment, cluster.leaders(),
                         {t: pool for t, pool in cluster.topic_pools(topics).items() if pool}
                         if topics else {}, sorted(cluster.ongoing()), metrics)  # fmt: skip
