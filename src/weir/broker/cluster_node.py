@@ -222,6 +222,15 @@ class ClusterNode:
         self.store.add_session_listener(self._on_session)
         self.controller.start()
 
+    def change_pool(self, pool: str | None) -> None:
+        """`broker.pool` changed at run time: the registration says so from now on (placement
+        and the controller read pools from registrations). Blocks on ZooKeeper."""
+        registration = self.store.registration
+        if registration is None or registration.pool == pool:
+            return
+        self.store.update_registration(replace(registration, pool=pool))
+        log.info("broker.pool is now %r", pool or "")
+
     def attach(
         self,
         loop: asyncio.AbstractEventLoop,

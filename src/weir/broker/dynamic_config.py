@@ -90,6 +90,7 @@ DYNAMIC_SETTINGS: tuple[DynamicSetting, ...] = (
     DynamicSetting("follower.replication.throttled.rate", _T.LONG, True, at_least(0)),
     DynamicSetting("replica.alter.log.dirs.io.max.bytes.per.second", _T.LONG, True, at_least(0)),
     DynamicSetting("log.cleaner.backoff.ms", _T.LONG, False, at_least(0)),
+    DynamicSetting("broker.pool", _T.STRING, True),
     DynamicSetting("transaction.partition.verification.enable", _T.BOOLEAN, False),
     *(DynamicSetting(name, _T.INT, False, thread_count=True) for name in (
         "num.io.threads", "num.network.threads", "num.replica.fetchers",

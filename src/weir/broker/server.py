@@ -223,6 +223,10 @@ class Broker:
             self.context.replicas.log_manager.default_config = config.log_defaults
             for name in self.context.metadata.topics():
                 self.context.topics.apply_stored_config(name)
+        if config.broker_pool != previous.broker_pool and self.cluster is not None:
+            changed = asyncio.get_running_loop().run_in_executor(
+                None, self.cluster.change_pool, config.broker_pool)  # fmt: skip
+            changed.add_done_callback(_pool_change_failed)
 
     def _reconfigure_limits(self, config: BrokerConfig) -> None:
         self._limiter.max_connections = config.max_connections
@@ -896,3 +900,8 @@ def raise_descriptor_limit() -> None:
             log.warning("open descriptor limit stays at %d: %s", soft, exc)
             return
     log.info("open descriptor limit: %d", hard)
+
+
+def _pool_change_failed(done: asyncio.Future[None]) -> None:
+    if not done.cancelled() and done.exception() is not None:
+        log.error("broker.pool changed, but the registration was not: %s", done.exception())

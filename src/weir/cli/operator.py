@@ -8,6 +8,8 @@
 - `balance` plans the same way and carries the plan out: at most `--max-concurrent-moves` at
   once, each started as another ends, copying at `--throttle` B/s if given; then the moved
   partitions' first replicas are elected leaders. `--dry-run` prints the plan and stops.
+- `pool move-broker N --to POOL` empties broker N within its pool (`weir.ops.operator.pools`),
+  then sets its `broker.pool` to POOL (`--to ""`: no pool).
 - `start --zookeeper HOST:PORT[/chroot]` runs the operator as a service (`weir.ops.operator.
   service`): one active instance among those started, balancing each `--interval` and
   re-creating the replicas of brokers dead longer than `--heal-after`; SIGTERM or SIGINT stops
@@ -26,11 +28,13 @@ from pathlib import Path
 from typing import Any
 
 from weir.cli.clients import add_bootstrap, add_client_settings, admin_client
-from weir.cli.reassign import Cluster, plan_json
+from weir.cli.reassign import BROKER_POOL, BROKER_RESOURCE, Cluster, plan_json
+from weir.cli.reassign_throttle import SET
 from weir.cli.table import print_table
 from weir.ops.operator.executor import DEFAULT_MAX_CONCURRENT, Executor, name
-from weir.ops.operator.load import LoadError
-from weir.ops.operator.planner import DEFAULT_MAX_MOVES, BrokerLoad, Plan, PlanError
+from weir.ops.operator.load import LoadError, LoadHistory
+from weir.ops.operator.planner import DEFAULT_MAX_MOVES, BrokerLoad, Plan, PlanError, spread
+from weir.ops.operator.pools import emptying_plan
 from weir.ops.operator.service import OperatorService, ServiceSettings
 from weir.ops.operator.survey import cluster_state, measure
 
@@ -57,6 +61,19 @@ def register(commands: Any) -> None:
     balance.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS",
                          help="cancel the moves not done by then (default 600)")
     balance.set_defaults(run=run_balance)
+    pool = sub.add_parser("pool", help="tenant pools: hand a broker to another pool")
+    pool_sub = pool.add_subparsers(dest="pool_command", required=True, metavar="ACTION")
+    move_broker = pool_sub.add_parser("move-broker", help="empty a broker, then change its pool")
+    move_broker.add_argument("broker", type=int, metavar="N")
+    move_broker.add_argument("--to", required=True, metavar="POOL",
+                             help='the pool it joins ("": none)')
+    move_broker.add_argument("--max-concurrent-moves", type=int, default=DEFAULT_MAX_CONCURRENT,
+                             metavar="N", help="moves under way at once")  # fmt: skip
+    move_broker.add_argument("--throttle", type=int, metavar="BYTES_PER_SECOND",
+                             help="hold the moves' replication to this rate")
+    move_broker.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS",
+                             help="cancel the moves not done by then (default 600)")
+    move_broker.set_defaults(run=run_move_broker)
     start = sub.add_parser("start", help="run the operator as a service (balancing, healing)")
     start.add_argument("--zookeeper", required=True, metavar="HOST:PORT[/chroot]",
                        help="the cluster's ZooKeeper: the instances' leadership and state")
@@ -80,7 +97,7 @@ def register(commands: Any) -> None:
     start.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS",
                        help="cancel a plan's moves not done by then (default 600)")
     start.set_defaults(run=run_start)
-    for parser in (plan, balance, start):
+    for parser in (plan, balance, start, move_broker):
         parser.add_argument("--window-seconds", type=float, default=DEFAULT_WINDOW_S,
                             metavar="S", help=f"each measuring window (default "
                             f"{DEFAULT_WINDOW_S:g})")  # fmt: skip
@@ -116,7 +133,10 @@ def print_plan(plan: Plan) -> None:
         cells(plan.before[b]), cells(plan.after[b]), strict=True))]
         for b in sorted(plan.after)])  # fmt: skip
     print()
-    print(f"bytes-in max/min across brokers: {spread(plan.before)} -> {spread(plan.after)}")
+    several = len(set(plan.pools.values())) > 1
+    print(f"bytes-in max/min across brokers{' of a pool (the widest)' if several else ''}: "
+          f"{_ratio(spread(plan.before, 'bytes_in', plan.pools))} -> "
+          f"{_ratio(spread(plan.after, 'bytes_in', plan.pools))}")  # fmt: skip
     print(f"imbalance: {plan.imbalance_before:.3f} -> {plan.imbalance_after:.3f}")
     if plan.skipped:
         print(f"left alone (moving already): {', '.join(map(name, plan.skipped))}")
@@ -129,12 +149,8 @@ def print_plan(plan: Plan) -> None:
          f"{m.copy_bytes:.0f}"] for m in plan.moves])  # fmt: skip
 
 
-def spread(loads: dict[int, BrokerLoad]) -> str:
-    """The largest broker bytes-in over the smallest ("inf" when a broker takes nothing)."""
-    values = [load.bytes_in for load in loads.values()]
-    if not values or max(values) <= 0:
-        return "-"
-    return f"{max(values) / min(values):.2f}" if min(values) > 0 else "inf"
+def _ratio(value: float) -> str:
+    return "inf" if value == float("inf") else f"{value:.2f}"
 
 
 def run_plan(args: argparse.Namespace) -> int:
@@ -197,4 +213,44 @@ def run_start(args: argparse.Namespace) -> int:
     )  # fmt: skip
     print(f"operator {args.id}: started", flush=True)
     service.run(stop)
+    return 0
+
+
+def run_move_broker(args: argparse.Namespace) -> int:
+    if args.max_concurrent_moves < 1:
+        raise SystemExit("weir: --max-concurrent-moves must be 1 or more")
+    if args.throttle is not None and args.throttle <= 0:
+        raise SystemExit("weir: --throttle must be a positive number of bytes a second")
+    cluster = Cluster(args)
+    try:
+        state = cluster_state(cluster, need_metrics=False)
+        history = LoadHistory(1)
+        if len(state.metrics) == len(state.brokers):
+            history = measure(state.metrics, args.window_seconds, args.windows)
+        else:
+            print("weir: not every broker serves metrics: replicas placed by counts alone",
+                  file=sys.stderr)  # fmt: skip
+        plan = emptying_plan(state, args.broker, args.to, history.median(state.assignment))
+    except (LoadError, PlanError) as exc:
+        raise SystemExit(f"weir: {exc}") from None
+    print_plan(plan)
+    if plan.moves:
+        print()
+        outcome = Executor(
+            cluster, plan.moves, max_concurrent=args.max_concurrent_moves,
+            throttle=args.throttle, timeout_s=args.timeout, admin=lambda: admin_client(args),
+            report=lambda line: print(line, flush=True),
+        ).run()  # fmt: skip
+        if not outcome.clean or len(outcome.done) != len(plan.moves):
+            for tp, why in sorted({**outcome.cancelled, **outcome.refused}.items()):
+                print(f"weir: {name(tp)} not moved: {why}", file=sys.stderr)
+            raise SystemExit(f"weir: broker {args.broker} was not emptied; its pool is unchanged")
+    error = cluster.alter_configs(BROKER_RESOURCE, str(args.broker), [(BROKER_POOL, args.to, SET)],
+                                  args.broker)  # fmt: skip
+    if error:
+        raise SystemExit(f"weir: broker {args.broker} is empty, but its pool was not changed: "
+                         f"{error}")  # fmt: skip
+    where = f"pool {args.to!r}" if args.to else "no pool"
+    print(f"Broker {args.broker} holds no replicas and is in {where} now; "
+          "`weir operator balance` gives it its share.")
     return 0

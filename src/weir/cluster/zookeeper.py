@@ -254,6 +254,20 @@ class ZooKeeperMetadataStore:
         self._registration = registration
         return int(stat.czxid)
 
+    @property
+    def registration(self) -> BrokerRegistration | None:
+        return self._registration
+
+    def update_registration(self, registration: BrokerRegistration) -> None:
+        """Rewrite this broker's registration (same id, same session: its epoch is kept), as a
+        setting it carries changed at run time; it is written again so on each new session."""
+        self._registration = registration
+        data = znodes.encode_broker(registration, int(time.time() * 1000))
+        try:
+            self.client.set(znodes.broker_path(registration.node_id), data)
+        except KazooException as exc:
+            raise ZooKeeperUnavailableError(f"broker registration not updated: {exc}") from exc
+
     def _create_registration(self, path: str, registration: BrokerRegistration) -> int | None:
         """Create the ephemeral registration; None once it is ours, else the other owner."""
         data = znodes.encode_broker(registration, int(time.time() * 1000))

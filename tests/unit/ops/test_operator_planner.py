@@ -15,7 +15,7 @@ from weir.ops.operator.load import (
     parse_scrape,
     rates,
 )
-from weir.ops.operator.planner import BrokerInfo, PlanError, Planner, broker_loads
+from weir.ops.operator.planner import BrokerInfo, PlanError, Planner, broker_loads, spread
 
 MB = 1_000_000.0
 
@@ -173,3 +173,16 @@ def test_replicas_of_a_dead_broker_are_recreated_on_live_ones_of_the_pool_and_ra
     pooled = [BrokerInfo(1, pool="p"), BrokerInfo(2), BrokerInfo(3)]
     plan = Planner(pooled, {("u", 0): (4, 1)}, {}, topic_pools={"u": "p"}).plan(heal={4})
     assert plan.moves == [] and plan.unhealed == [("u", 0)]
+
+
+def test_each_pool_is_balanced_within_itself() -> None:
+    """Pool "gold" (brokers 3, 4) carries a hot topic, the rest (1, 2) a cold one: the pools
+    are not evened against each other, and within each the load ends even."""
+    brokers = [BrokerInfo(1), BrokerInfo(2), BrokerInfo(3, pool="gold"), BrokerInfo(4, pool="gold")]
+    assignment = {("hot", p): (3,) for p in range(4)} | {("cold", p): (1,) for p in range(4)}
+    loads = {tp: PartitionLoad(MB if tp[0] == "hot" else 1000, 10, 0, MB) for tp in assignment}
+    plan = Planner(brokers, assignment, loads, topic_pools={"hot": "gold"}).plan()
+    assert spread(plan.before, "bytes_in", plan.pools) == float("inf")
+    assert spread(plan.after, "bytes_in", plan.pools) == 1.0
+    assert plan.imbalance_after == pytest.approx(0.0, abs=1e-9)
+    assert spread(plan.after, "bytes_in") > 100  # across pools: left alone

@@ -49,6 +49,29 @@ Outcome = tuple[ErrorCode, str | None]
 DONE: Outcome = (ErrorCode.none, None)
 
 
+class Pools:
+    """The pools of topics and brokers as ZooKeeper has them now, read once per request: a
+    broker's pool is read from its registration, which it rewrites when its `broker.pool`
+    changes at run time (the controller's own list of live brokers learns only of brokers
+    coming and going)."""
+
+    def __init__(self, zk: ControllerZkClient) -> None:
+        self._zk = zk
+        self._topics: dict[str, str] = {}
+        self._brokers: dict[int, str] | None = None
+
+    def of_topic(self, topic: str) -> str:
+        pool = self._topics.get(topic)
+        if pool is None:
+            pool = self._topics[topic] = self._zk.topic_configs(topic).get(POOL_CONFIG) or ""
+        return pool
+
+    def of_broker(self, broker: int) -> str:
+        if self._brokers is None:
+            self._brokers = {b: r.pool or "" for b, r in self._zk.live_brokers().items()}
+        return self._brokers.get(broker, "")
+
+
 class Reassignments:
     """Thread-safety (docs/threads.md): the controller's event thread only."""
 
@@ -65,7 +88,7 @@ class Reassignments:
               ) -> dict[TopicPartition, Outcome]:  # fmt: skip
         """AlterPartitionReassignments: start, replace or (None) cancel each partition's move.
         A partition's answer is its error; the valid ones are all started."""
-        pools: dict[str, str] = {}
+        pools = Pools(self._zk)
         outcomes = {tp: self._check(tp, target, pools) for tp, target in targets.items()}
         for tp, target in targets.items():
             if outcomes[tp] is DONE:
@@ -88,7 +111,7 @@ class Reassignments:
             return
         kept = {}
         for tp, target in requested.items():
-            outcome = self._check(tp, target, {})
+            outcome = self._check(tp, target, Pools(self._zk))
             if outcome is DONE:
                 outcome = self._start(tp, target)
             if outcome is DONE:
@@ -107,9 +130,9 @@ class Reassignments:
     # ---- validation ------------------------------------------------------------------------------
 
     def _check(
-        self, tp: TopicPartition, target: tuple[int, ...] | None, pools: dict[str, str]
+        self, tp: TopicPartition, target: tuple[int, ...] | None, pools: Pools
     ) -> Outcome:
-        """DONE if the move may start; else its error. `pools`: topics' pools read so far."""
+        """DONE if the move may start; else its error."""
         assignment = self._context.assignment(tp)
         if assignment is None:
             return ErrorCode.unknown_topic_or_partition, f"no partition {tp[0]}-{tp[1]}"
@@ -127,11 +150,8 @@ class Reassignments:
         if unknown:
             return (ErrorCode.invalid_replica_assignment,
                     f"brokers {unknown} are not registered in the cluster")  # fmt: skip
-        pool = pools.get(tp[0])
-        if pool is None:
-            pool = pools[tp[0]] = self._zk.topic_configs(tp[0]).get(POOL_CONFIG) or ""
-        live = self._context.live_brokers
-        outside = sorted(b for b in target if (live[b].pool or "") != pool)
+        pool = pools.of_topic(tp[0])
+        outside = sorted(b for b in target if pools.of_broker(b) != pool)
         if outside:
             return ErrorCode.invalid_replica_assignment, pool_refusal(outside, pool)
         if tp not in self._context.leadership:

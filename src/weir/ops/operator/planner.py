@@ -13,10 +13,11 @@ The plan is greedy. Each step tries every replica of every partition on every ot
 may go to, and every other replica of a partition as its leader, and takes the one change that
 lowers the imbalance most; it stops when no change lowers it by more than a small share, or at
 `max_moves` partitions moved. The imbalance is, for each of the five loads, the sum over brokers
-of the squared distance from the brokers' mean (as a share of the mean), weighted by the goal's
-place in the order the design gives them: network in and out first, then disk, then replica and
-leader counts. A leadership change is a reordering of a partition's replicas (the first is the
-preferred leader, elected once the moves are done), so it copies nothing.
+of the squared distance from the mean of the brokers of the same tenant pool (as a share of the
+mean: each pool is balanced within itself), weighted by the goal's place in the order the
+design gives them: network in and out first, then disk, then replica and leader counts. A
+leadership change is a reordering of a partition's replicas (the first is the preferred leader,
+elected once the moves are done), so it copies nothing.
 
 Replicas on dead brokers that are to be healed come first: each is re-created on the live
 broker of its topic's pool that leaves the partition in the most racks, and of those the one
@@ -99,6 +100,8 @@ class Plan:
     skipped: list[TopicPartition] = field(default_factory=list)
     #: partitions with a replica on a dead broker that no live broker may take
     unhealed: list[TopicPartition] = field(default_factory=list)
+    #: each live broker's pool
+    pools: dict[int, str] = field(default_factory=dict)
 
     def targets(self) -> dict[TopicPartition, tuple[int, ...]]:
         return {move.partition: move.after for move in self.moves}
@@ -130,10 +133,31 @@ def broker_loads(
     return out
 
 
-def imbalance(loads: Mapping[int, BrokerLoad], brokers: Sequence[int]) -> float:
-    """The weighted sum of each load's squared relative distance from the brokers' mean."""
-    means = _means(loads, brokers)
-    return sum(_share(loads[b], means) for b in brokers)
+def imbalance(
+    loads: Mapping[int, BrokerLoad], brokers: Sequence[int],
+    pools: Mapping[int, str] | None = None,
+) -> float:  # fmt: skip
+    """The weighted sum of each load's squared relative distance from the mean of the brokers
+    of its pool (`pools`: broker -> pool; by default one pool)."""
+    pools = pools or {}
+    means = _pool_means(loads, brokers, pools)
+    return sum(_share(loads[b], means[pools.get(b, "")]) for b in brokers)
+
+
+def spread(loads: Mapping[int, BrokerLoad], name: str, pools: Mapping[int, str] | None = None
+           ) -> float:  # fmt: skip
+    """The largest broker's `name` load over the smallest's, in the pool where it is widest
+    (inf when a broker of a busy pool has none; 1 when no broker has any)."""
+    pools = pools or {}
+    by_pool: dict[str, list[float]] = {}
+    for b, load in loads.items():
+        by_pool.setdefault(pools.get(b, ""), []).append(getattr(load, name))
+    widest = 1.0
+    for values in by_pool.values():
+        if max(values) <= 0:
+            continue
+        widest = max(widest, max(values) / min(values) if min(values) > 0 else float("inf"))
+    return widest
 
 
 class Planner:
@@ -153,6 +177,7 @@ class Planner:
             raise PlanError("no live broker to plan for")
         self.brokers = {b.node_id: b for b in brokers}
         self.ids = sorted(self.brokers)
+        self.pools = {b.node_id: b.pool for b in brokers}
         self.assignment = {tp: tuple(rs) for tp, rs in assignment.items()}
         self.loads = dict(loads)
         self.topic_pools = dict(topic_pools or {})
@@ -189,7 +214,7 @@ class Planner:
                 self._apply(loads, tp, current[tp], target)
                 current[tp] = target
                 changed.add(tp)
-        start = imbalance(loads, self.ids)
+        start = imbalance(loads, self.ids, self.pools)
         while True:
             best = self._best_step(current, loads, changed, max_moves)
             if best is None:
@@ -208,9 +233,10 @@ class Planner:
         ]  # fmt: skip
         before = self._live(broker_loads(self.ids, self.assignment, self.loads, self.leaders))
         after = self._live(broker_loads(self.ids, current, self.loads))
-        return Plan(moves, before, after, imbalance(before, self.ids),
-                    imbalance(after, self.ids), sorted(self.moving & set(self.assignment)),
-                    unhealed)  # fmt: skip
+        return Plan(moves, before, after, imbalance(before, self.ids, self.pools),
+                    imbalance(after, self.ids, self.pools),
+                    sorted(self.moving & set(self.assignment)), unhealed,
+                    self.pools)  # fmt: skip
 
     def _live(self, loads: dict[int, BrokerLoad]) -> dict[int, BrokerLoad]:
         return {b: loads[b] for b in self.ids}
@@ -232,7 +258,7 @@ class Planner:
             racks = {self.brokers[r].rack for r in target if r in self.brokers}
             trial = {b: replace(loads[b]) for b in self.ids}
             _change(trial, load, replicas, target)
-            key = (-len(racks - {None}), imbalance(trial, self.ids))
+            key = (-len(racks - {None}), imbalance(trial, self.ids, self.pools))
             if best is None or key < best[0]:
                 best = (key, target)
         return None if best is None else best[1]
@@ -247,7 +273,7 @@ class Planner:
         """The change that lowers the imbalance most: (by how much, partition, new replicas).
         Moves keep every load's total, so the means stay put and only the brokers a change
         touches are scored again."""
-        means, live = _means(loads, self.ids), set(self.ids)
+        means, live = _pool_means(loads, self.ids, self.pools), set(self.ids)
         best: tuple[float, TopicPartition, tuple[int, ...]] | None = None
         for tp, replicas in current.items():
             if tp in self.moving or (tp not in changed and len(changed) >= max_moves):
@@ -257,9 +283,9 @@ class Planner:
             load = self.loads.get(tp, PartitionLoad())
             for target in self._candidates(tp, replicas):
                 touched = {r: replace(loads[r]) for r in {*replicas, *target} if r in live}
-                gain = sum(_share(touched[r], means) for r in touched)
+                gain = sum(_share(touched[r], means[self.pools[r]]) for r in touched)
                 _change(touched, load, replicas, target)
-                gain -= sum(_share(touched[r], means) for r in touched)
+                gain -= sum(_share(touched[r], means[self.pools[r]]) for r in touched)
                 if best is None or gain > best[0]:
                     best = (gain, tp, target)
         return best
@@ -312,9 +338,15 @@ def _change(
         loads.setdefault(r, BrokerLoad()).add(replica_cost(load, len(after), r == after[0]))
 
 
-def _means(loads: Mapping[int, BrokerLoad], brokers: Sequence[int]) -> dict[str, float]:
-    return {name: sum(getattr(loads[b], name) for b in brokers) / len(brokers)
-            for name in WEIGHTS}  # fmt: skip
+def _pool_means(
+    loads: Mapping[int, BrokerLoad], brokers: Sequence[int], pools: Mapping[int, str]
+) -> dict[str, dict[str, float]]:
+    """Each pool's mean of each load over its brokers."""
+    members: dict[str, list[int]] = {}
+    for b in brokers:
+        members.setdefault(pools.get(b, ""), []).append(b)
+    return {pool: {name: sum(getattr(loads[b], name) for b in ids) / len(ids)
+                   for name in WEIGHTS} for pool, ids in members.items()}  # fmt: skip
 
 
 def _share(load: BrokerLoad, means: Mapping[str, float]) -> float:

@@ -40,7 +40,7 @@ from weir.cli.reassign import Cluster
 from weir.cluster.zookeeper import ZooKeeperAddress
 from weir.ops.operator.executor import Executor
 from weir.ops.operator.load import LoadError, LoadHistory
-from weir.ops.operator.planner import Move, Plan, PlanError
+from weir.ops.operator.planner import Move, Plan, PlanError, spread
 from weir.ops.operator.survey import cluster_state, measure
 
 log = logging.getLogger(__name__)
@@ -210,13 +210,10 @@ class OperatorService:
         self._execute(plan.moves, stop, [], self.settings.throttle)
 
     def _unbalanced(self, plan: Plan) -> bool:
-        for name in ("bytes_in", "bytes_out"):
-            values = [getattr(load, name) for load in plan.before.values()]
-            if not values or max(values) <= 0:
-                continue
-            if min(values) <= 0 or max(values) / min(values) > self.settings.balance_threshold:
-                return True
-        return False
+        """Whether some pool's largest broker bytes in or out is over the threshold times its
+        smallest's."""
+        return any(spread(plan.before, name, plan.pools) > self.settings.balance_threshold
+                   for name in ("bytes_in", "bytes_out"))  # fmt: skip
 
     def _execute(
         self, moves: list[Move], stop: threading.Event, adopted: list[Move], throttle: int | None

@@ -44,10 +44,10 @@ class ClusterState:
                        moving=self.moving)  # fmt: skip
 
 
-def cluster_state(cluster: Cluster) -> ClusterState:
+def cluster_state(cluster: Cluster, *, need_metrics: bool = True) -> ClusterState:
     """The cluster as it is now. A registered broker that does not answer counts as dead (it
     is not planned for, and its replicas are where it is dead). LoadError when a live broker
-    serves no metrics."""
+    serves no metrics, if `need_metrics`."""
     cluster.refresh()
     settings = cluster.broker_settings((METRICS_PORT, METRICS_HOST, BROKER_POOL))
     addresses = cluster.addresses()
@@ -61,7 +61,7 @@ def cluster_state(cluster: Cluster) -> ClusterState:
             continue
         host = values.get(METRICS_HOST) or addresses[node_id][0]
         metrics[node_id] = f"http://{host}:{port}/metrics"
-    if without:
+    if without and need_metrics:
         raise LoadError(f"brokers {without} serve no metrics: set metrics.port on every broker "
                         "for the operator to measure their load")  # fmt: skip
     racks = cluster.racks()
