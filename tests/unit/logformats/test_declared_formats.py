@@ -77,6 +77,15 @@ DOCUMENTED = {
                         "path = /System/Library/Frameworks/WebKit.framework"},
         ),
         (
+            "Jul  3 13:39:50 calvisitor-10-105-160-237 com.apple.xpc.launchd[1] "
+            "(com.apple.WebKit.Networking.A546008E-07AF-4FFC-8FF8-D8FD260359D9[33438]): "
+            "Service exited with abnormal code: 1",
+            {"component": "com.apple.xpc.launchd", "pid": 1, "message":
+             "Service exited with abnormal code: 1", "fields": {
+                 "sender": "com.apple.WebKit.Networking.A546008E-07AF-4FFC-8FF8-D8FD260359D9[33438]"
+             }},
+        ),
+        (
             "Jul  1 09:02:26 calvisitor-10-105-160-95 kernel[0]: ARPT: 620701.011328: "
             "AirPort_Brcm43xx::syncPowerState: WWEN[enabled] (x): y",
             {"component": "kernel", "pid": 0, "fields": {},
