@@ -300,3 +300,61 @@ def test_an_unknown_on_error_choice_names_the_choices_and_the_line() -> None:
         load_text(_kept_format("drop"), "game.toml")
     assert str(raised.value).startswith("game.toml:7: ")
     assert "'quarantine', 'record_time', 'null'" in str(raised.value)
+
+
+def _json_format(on_error: str) -> str:
+    return f"""\
+name = "events"
+kind = "json"
+detect = false
+[json]
+timestamp = "at"
+message = "msg"
+[timestamp]
+on_error = "{on_error}"
+"""
+
+
+JSON_LINES = [
+    b'{"at": "2024-03-01T12:00:00Z", "msg": "readable"}',
+    b'{"msg": "no time"}',
+    b'{"at": "yesterday", "msg": "unreadable"}',
+    b'{"at": "2024-03-01T12:00:00Z"}',
+]
+
+
+@pytest.mark.parametrize(
+    ("on_error", "unreadable_time"),
+    [("record_time", RECORD_TIME), ("null", None)],
+)
+def test_a_json_lines_format_may_keep_lines_whose_timestamp_it_cannot_read(
+    on_error: str, unreadable_time: datetime | None
+) -> None:
+    registry = FormatRegistry.of([load_text(_json_format(on_error), "events.toml")])
+    keys = pa.array([b"events"] * len(JSON_LINES), pa.binary())
+    values = pa.array(JSON_LINES, pa.binary())
+    references = pa.array([RECORD_TIME] * len(JSON_LINES), pa.timestamp("us", tz="UTC"))
+    batch = BatchParser(year=YEAR, registry=registry).parse(keys, values, references)
+    assert batch.column("parsed").to_pylist() == [1, 1, 1, 0]
+    assert batch.column("timestamp").to_pylist()[:3] == [
+        datetime(2024, 3, 1, 12, tzinfo=UTC), unreadable_time, unreadable_time
+    ]
+    assert batch.column("timestamp_inferred").to_pylist()[:3] == [False, True, True]
+    assert batch.column("reason").to_pylist()[3] == "missing-field"  # a message is needed
+
+
+def test_a_json_lines_format_quarantines_unreadable_timestamps_by_default() -> None:
+    declared = load_text(_json_format("quarantine").replace('on_error = "quarantine"\n', ""), "e")
+    parser = LineParser(year=YEAR, registry=FormatRegistry.of([declared]))
+    reasons = []
+    for line in JSON_LINES[1:3]:
+        result = parser.parse("events", line.decode(), RECORD_TIME.replace(tzinfo=None))
+        assert isinstance(result, Quarantined)
+        reasons.append(result.reason)
+    assert reasons == [QuarantineReason.MISSING_FIELD, QuarantineReason.BAD_TIMESTAMP]
+
+
+def test_a_json_lines_format_refuses_timestamp_settings_it_cannot_use() -> None:
+    with pytest.raises(FormatFileError) as raised:
+        load_text(_json_format("null") + 'format = "ISO8601"\n', "events.toml")
+    assert str(raised.value).startswith("events.toml:9: [timestamp] format is not a setting")
