@@ -23,7 +23,13 @@ from typing import Any
 
 from weir.logformats import FormatFileError, FormatRegistry, LineParser, load_file
 from weir.logformats.debugger import try_lines
-from weir.logformats.detection import Detection, DetectionReport, Share, detections
+from weir.logformats.detection import (
+    Detection,
+    DetectionReport,
+    Shadowing,
+    Share,
+    detections,
+)
 
 
 def register(commands: Any) -> None:
@@ -129,14 +135,18 @@ def run_detect(args: argparse.Namespace) -> int:
                "undetected": undetected}  # fmt: skip
     print(json.dumps({"summary": summary}))
     for found in report.shadowing(registry):
-        print(
-            f"weir: warning: the format {found.user} ({found.user_file}) shadows the built-in "
-            f"{found.builtin}: it takes {found.lines} line(s) that {found.builtin} would take "
-            f"(first: line {found.first[0]}); if they are not {found.user}'s, give them a key "
-            f"or set detect = false in {found.user_file}",
-            file=sys.stderr,
-        )
+        print(_shadowing_warning(found), file=sys.stderr)
     return 1 if undetected else 0
+
+
+def _shadowing_warning(found: Shadowing) -> str:
+    done = "takes" if not found.ambiguous else "makes ambiguous (quarantined)"
+    return (
+        f"weir: warning: the format {found.user} ({found.user_file}) shadows the built-in "
+        f"{found.builtin}: it {done} {found.lines} line(s) that {found.builtin} would take "
+        f"(first: line {found.first[0]}); if they are not {found.user}'s, give them a key "
+        f"or set detect = false in {found.user_file}"
+    )
 
 
 def _line_row(detection: Detection) -> dict[str, object]:

@@ -4,9 +4,10 @@
 format that takes it, or why none does (no format matched, or two equally specific formats
 did). ``DetectionReport`` tallies those per format, with the first few lines of each. A user
 format that takes part in detection takes a line from a shipped one when detection with the
-shipped formats alone would have given the line to that one: each such pair is reported with
-its number of lines and the first of them, since the user's format then silently reads lines
-written by another system.
+shipped formats alone would have given the line to that one, or makes it ambiguous when it
+matches the line as specifically as another format does: each such pair is reported with its
+number of lines and the first of them, since the user's format then silently reads lines
+written by another system, or sends them to quarantine.
 """
 
 from __future__ import annotations
@@ -25,12 +26,14 @@ NO_FORMAT = "none"  # the reason of a line no format matches
 class Detection:
     """What detection does with one line: ``format`` takes it, or none does for ``reason``
     (``none``, or ``ambiguous: a, b``); ``shadowed`` names the shipped format that would have
-    taken it had ``format``, a user's, not been registered."""
+    taken it had the user formats ``shadowing`` (``format``, or some of the ambiguous ones)
+    not been registered."""
 
     numbered: Numbered
     format: str | None
     reason: str = ""
     shadowed: str | None = None
+    shadowing: tuple[str, ...] = ()
 
 
 @dataclass(slots=True)
@@ -48,13 +51,15 @@ class Share:
 
 @dataclass(frozen=True, slots=True)
 class Shadowing:
-    """A user format (``user``) took ``lines`` lines that the shipped ``builtin`` would have."""
+    """A user format (``user``) took ``lines`` lines that the shipped ``builtin`` would have,
+    or (``ambiguous``) made them ambiguous."""
 
     user: str
     user_file: str
     builtin: str
     lines: int
     first: Numbered
+    ambiguous: bool = False
 
 
 @dataclass(slots=True)
@@ -66,7 +71,7 @@ class DetectionReport:
     examples: int = 3
     taken: dict[str, Share] = field(default_factory=dict)
     undetected: dict[str, Share] = field(default_factory=dict)
-    shadowed: dict[tuple[str, str], Share] = field(default_factory=dict)
+    shadowed: dict[tuple[str, str, bool], Share] = field(default_factory=dict)
 
     @property
     def lines(self) -> int:
@@ -75,19 +80,21 @@ class DetectionReport:
     def add(self, detection: Detection) -> None:
         if detection.format is None:
             share = self.undetected.setdefault(detection.reason, Share())
-            share.add(detection.numbered, self.examples)
+        else:
+            share = self.taken.setdefault(detection.format, Share())
+        share.add(detection.numbered, self.examples)
+        if detection.shadowed is None:
             return
-        self.taken.setdefault(detection.format, Share()).add(detection.numbered, self.examples)
-        if detection.shadowed is not None:
-            pair = (detection.format, detection.shadowed)
-            self.shadowed.setdefault(pair, Share()).add(detection.numbered, 1)
+        for user in detection.shadowing:
+            key = (user, detection.shadowed, detection.format is None)
+            self.shadowed.setdefault(key, Share()).add(detection.numbered, 1)
 
     def shadowing(self, registry: FormatRegistry) -> list[Shadowing]:
         """Each user format that took lines a shipped one would have, with that one."""
         return [
             Shadowing(user, registry.reader(user).format.origin, builtin, share.lines,
-                      share.first[0])
-            for (user, builtin), share in self.shadowed.items()
+                      share.first[0], ambiguous)
+            for (user, builtin, ambiguous), share in self.shadowed.items()
         ]  # fmt: skip
 
 
@@ -104,13 +111,13 @@ def detections(
     alone = LineParser(year=2000, registry=shipped)
     for numbered in lines:
         matching = parser.candidates(numbered[1])
-        if len(matching) != 1:
+        users = tuple(name for name in matching if name not in shipped.names)
+        shadowed = alone.detect(numbered[1]) if users else None
+        if len(matching) == 1:
+            yield Detection(numbered, matching[0], shadowed=shadowed, shadowing=users)
+        else:
             reason = NO_FORMAT if not matching else "ambiguous: " + ", ".join(matching)
-            yield Detection(numbered, None, reason)
-            continue
-        name = matching[0]
-        shadowed = alone.detect(numbered[1]) if name not in shipped.names else None
-        yield Detection(numbered, name, shadowed=shadowed)
+            yield Detection(numbered, None, reason, shadowed, users)
 
 
 def detection_report(

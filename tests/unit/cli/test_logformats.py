@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import weir.logformats
 from weir.logformats import FormatRegistry, load_text
 from weir.logformats.detection import detection_report
 
@@ -112,7 +113,27 @@ def test_lines_two_equally_specific_formats_match_are_reported_as_ambiguous() ->
     report = detection_report(registry, enumerate(SSH, 1))
     assert report.taken == {}
     assert report.undetected["ambiguous: gateway-ssh, twin"].lines == 2
-    assert report.shadowed == {}
+    shadowing = {(s.user, s.builtin, s.ambiguous, s.lines) for s in report.shadowing(registry)}
+    assert shadowing == {("gateway-ssh", "openssh", True, 2), ("twin", "openssh", True, 2)}
+
+
+def test_detect_warns_when_a_user_format_makes_a_shipped_ones_lines_ambiguous(
+    tmp_path: Path,
+) -> None:
+    """A copy of the shipped syslog under another name matches syslog's lines exactly as
+    specifically: detection gives them to neither, and the job would quarantine them."""
+    shipped = Path(weir.logformats.__file__).parent / "formats" / "syslog.toml"
+    copy = shipped.read_text().replace('name = "syslog"', 'name = "mysyslog"')
+    (tmp_path / "mysyslog.toml").write_text(copy.replace("aliases = ", "# aliases = "))
+    result = _detect(str(_mixed_file(tmp_path)), "--formats", str(tmp_path / "mysyslog.toml"))
+    rows = [json.loads(line) for line in result.stdout.splitlines()]
+    reasons = {row["reason"]: row["lines"] for row in rows if row.get("reason")}
+    assert reasons == {"ambiguous: mysyslog, syslog": 2, "none": 2}
+    assert result.stderr.startswith(
+        f"weir: warning: the format mysyslog ({tmp_path / 'mysyslog.toml'}) shadows the "
+        "built-in syslog: it makes ambiguous (quarantined) 2 line(s) that syslog would take "
+        "(first: line 2)"
+    )
 
 
 def test_detect_lines_gives_each_lines_format_before_the_counts(tmp_path: Path) -> None:
