@@ -278,6 +278,26 @@ def test_a_format_may_keep_lines_whose_timestamp_it_cannot_read(
     assert batch.column("message").to_pylist() == ["readable", "no date", "no such day"]
 
 
+@pytest.mark.parametrize("on_error", ["record_time", "null"])
+def test_kept_lines_stay_on_the_batch_parsers_fast_path(on_error: str) -> None:
+    """The batch parser keeps them itself, as LineParser would, but for the times its column
+    reader leaves to LineParser: 02:30 on 31 March 2024 does not exist in Paris."""
+    paris = _kept_format(on_error).replace('on_error', 'timezone = "Europe/Paris"\non_error')
+    registry = FormatRegistry.of([load_text(paris, "game.toml")])
+    lines = [*KEPT_LINES, b"2024-03-31T02:30:00 INFO skipped by the clock", b"- INFO no time"]
+    keys = pa.array([b"game"] * len(lines), pa.binary())
+    values = pa.array(lines, pa.binary())
+    references = pa.array([RECORD_TIME] * len(lines), pa.timestamp("us", tz="UTC"))
+    parser = BatchParser(year=YEAR, registry=registry)
+    parts = parser.parse_parts(keys, values, references)
+    expected = parse_rows(LineParser(year=YEAR, registry=registry), keys.to_pylist(), lines,
+                          references.to_pylist())  # fmt: skip
+    assert parser.parse(keys, values, references).equals(expected)
+    fast = sorted(row for rows, _ in parts[:1] for row in rows.to_pylist())
+    assert fast == [0, 1, 2, 4]  # the time the clock skipped is LineParser's
+    assert expected.column("timestamp_inferred").to_pylist() == [False, True, True, False, True]
+
+
 def test_by_default_a_line_whose_timestamp_cannot_be_read_is_quarantined() -> None:
     declared = load_text(_kept_format("quarantine").replace('on_error = "quarantine"\n', ""), "g")
     parser = LineParser(year=YEAR, registry=FormatRegistry.of([declared]))
