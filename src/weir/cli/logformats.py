@@ -8,8 +8,8 @@ then a summary. It exits 1 when a line failed, 2 when a format file is invalid.
 ``detect FILE`` prints, per format detection gave lines to, their number and the first of them,
 then the lines no format took (per reason) and a summary; with ``--lines`` it first prints each
 line's own outcome. It warns on standard error for each user format that takes lines a shipped
-format would have taken. It exits 1 when some line was not detected, 2 when a format file is
-invalid.
+format would have taken, or makes them ambiguous. It exits 1 when some line was not detected,
+2 when a format file is invalid.
 """
 
 from __future__ import annotations
