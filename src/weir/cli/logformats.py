@@ -6,9 +6,10 @@ and which format detection picks for a file's lines.
 one JSON object per line — its fields, or why it failed and where the pattern stops matching —
 then a summary. It exits 1 when a line failed, 2 when a format file is invalid.
 ``detect FILE`` prints, per format detection gave lines to, their number and the first of them,
-then the lines no format took (per reason) and a summary; it warns on standard error for each
-user format that takes lines a shipped format would have taken. It exits 1 when some line was
-not detected, 2 when a format file is invalid.
+then the lines no format took (per reason) and a summary; with ``--lines`` it first prints each
+line's own outcome. It warns on standard error for each user format that takes lines a shipped
+format would have taken, or makes them ambiguous. It exits 1 when some line was not detected,
+2 when a format file is invalid.
 """
 
 from __future__ import annotations
@@ -22,7 +23,13 @@ from typing import Any
 
 from weir.logformats import FormatFileError, FormatRegistry, LineParser, load_file
 from weir.logformats.debugger import try_lines
-from weir.logformats.detection import Share, detection_report
+from weir.logformats.detection import (
+    Detection,
+    DetectionReport,
+    Shadowing,
+    Share,
+    detections,
+)
 
 
 def register(commands: Any) -> None:
@@ -43,6 +50,8 @@ def register(commands: Any) -> None:
     detect.add_argument("file", type=Path, help="lines to detect ('-': standard input)")
     detect.add_argument("--examples", type=int, default=3, metavar="N",
                         help="lines shown per format and per reason (default 3)")  # fmt: skip
+    detect.add_argument("--lines", action="store_true",
+                        help="first, one JSON object per line: its format")  # fmt: skip
     add_formats_option(detect)
     detect.set_defaults(run=run_detect)
 
@@ -111,7 +120,11 @@ def run_detect(args: argparse.Namespace) -> int:
         print(f"weir: {error}", file=sys.stderr)
         return 2
     lines = [(n, line) for n, line in enumerate(_lines_of(args.file), 1) if line.strip()]
-    report = detection_report(registry, lines, examples=args.examples)
+    report = DetectionReport(args.examples)
+    for detection in detections(registry, lines):
+        report.add(detection)
+        if args.lines:
+            print(json.dumps(_line_row(detection)))
     for name, share in sorted(report.taken.items(), key=lambda item: -item[1].lines):
         print(json.dumps({"format": name, "lines": share.lines, "first": _numbered(share)}))
     for reason, share in sorted(report.undetected.items()):
@@ -121,15 +134,32 @@ def run_detect(args: argparse.Namespace) -> int:
     summary = {"lines": report.lines, "detected": report.lines - undetected,
                "undetected": undetected}  # fmt: skip
     print(json.dumps({"summary": summary}))
-    for found in report.shadowing:
-        print(
-            f"weir: warning: the format {found.user} ({found.user_file}) shadows the built-in "
-            f"{found.builtin}: it takes {found.lines} line(s) that {found.builtin} would take "
-            f"(first: line {found.first[0]}); if they are not {found.user}'s, give them a key "
-            f"or set detect = false in {found.user_file}",
-            file=sys.stderr,
-        )
+    for found in report.shadowing(registry):
+        print(_shadowing_warning(found), file=sys.stderr)
     return 1 if undetected else 0
+
+
+def _shadowing_warning(found: Shadowing) -> str:
+    done = "takes" if not found.ambiguous else "makes ambiguous (quarantined)"
+    return (
+        f"weir: warning: the format {found.user} ({found.user_file}) shadows the built-in "
+        f"{found.builtin}: it {done} {found.lines} line(s) that {found.builtin} would take "
+        f"(first: line {found.first[0]}); if they are not {found.user}'s, give them a key "
+        f"or set detect = false in {found.user_file}"
+    )
+
+
+def _line_row(detection: Detection) -> dict[str, object]:
+    """One line's outcome: its number, the format that takes it (or null and the reason
+    none does), the shipped format it would otherwise have gone to, and the line."""
+    number, line = detection.numbered
+    row: dict[str, object] = {"line_number": number, "format": detection.format}
+    if detection.format is None:
+        row["reason"] = detection.reason
+    if detection.shadowed is not None:
+        row["shadows"] = detection.shadowed
+    row["line"] = line
+    return row
 
 
 def _lines_of(path: Path) -> list[str]:

@@ -17,15 +17,17 @@ parser templated before. A line takes this path when its format is known from it
 without a key, detected by the same patterns and specificity as LineParser, one format
 matching), it is printable ASCII apart from tab, CR and LF (where RE2's and Python's ``\\s``,
 ``\\w`` and ``str.strip`` agree), and its fields are valid. Every other line — JSON lines,
-unknown keys, lines that match no format or two, invalid dates (which the format may keep, with
-its record's time or none), other characters — goes through
-LineParser, so quarantine reasons and details are LineParser's.
+unknown keys, lines that match no format or two, invalid dates, other characters — goes through
+LineParser, so quarantine reasons and details are LineParser's. The exception is a format that
+keeps lines whose timestamp cannot be read (``[timestamp] on_error``): those it keeps stay on
+the fast path, with their record's time or none, once the per-line timestamp reader has
+confirmed, text by text, that it cannot read theirs either.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pyarrow as pa  # type: ignore[import-untyped]
@@ -34,7 +36,7 @@ import pyarrow.compute as pc  # type: ignore[import-untyped]
 from weir.logformats.arrow_text import LineBytes, as_binary, extract, messages_after, usual
 from weir.logformats.batch_plan import HEAD, TAIL, BatchPlan, plan_of
 from weir.logformats.batch_timestamps import read_column
-from weir.logformats.declaration import TEXT, LogFormat
+from weir.logformats.declaration import TEXT, LogFormat, UnreadableTimestamp
 from weir.logformats.levels import normalise_level
 from weir.logformats.model import ParsedLine
 from weir.logformats.parser import LineParser
@@ -65,6 +67,7 @@ PARSED_SCHEMA = pa.schema(
 PARSED_FIELDS = ("source", "timestamp_inferred", "level", "raw_level", "component", "host",
                  "pid", "thread", "message", "template", "fields")  # fmt: skip
 QUARANTINE_FIELDS = ("source", "line", "reason", "detail")
+_EPOCH = datetime(1970, 1, 1)
 TEMPLATE_CACHE_SIZE = 100_000  # templates a parser keeps from batch to batch
 _PID = r"\A\d{0,18}\z"  # int64 holds every 18-digit number
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
@@ -171,6 +174,8 @@ class BatchParser:
         count = len(values)
         keys, values = as_binary(keys), as_binary(values)
         refs = _reference_micros(references)
+        # Lines kept without their own time take their record's: only when every record has one.
+        whole_refs = references is None or references.null_count == 0
         plain = usual(values)
         rows = pa.array(np.arange(count, dtype=np.int64))
         plain_keys, plain_values = keys, values
@@ -192,7 +197,7 @@ class BatchParser:
                 chosen_rows = rows.slice(start, stop - start)
                 chosen_refs = refs[chosen_rows.to_numpy()] if refs is not None else None
                 part = self._parse_format(
-                    name, chosen_rows, stripped.slice(start, stop - start), chosen_refs
+                    name, chosen_rows, stripped.slice(start, stop - start), chosen_refs, whole_refs
                 )
                 if part is not None:
                     parts.append(part)
@@ -250,9 +255,11 @@ class BatchParser:
         return pa.array(detected)
 
     def _parse_format(
-        self, name: str, rows: pa.Array, lines: pa.Array, refs: np.ndarray | None
+        self, name: str, rows: pa.Array, lines: pa.Array, refs: np.ndarray | None, whole_refs: bool
     ) -> tuple[pa.Array, pa.Table] | None:
-        """The lines of ``name``'s format that parse cleanly, with their row numbers."""
+        """The lines of ``name``'s format that parse cleanly, with their row numbers (and, if
+        the format keeps them and ``whole_refs`` says no record lacks a time, those whose
+        timestamp cannot be read)."""
         declared = self.registry.reader(name).format
         matched, group, header_bytes = _fields(self.plans[name], lines)
         if matched is not None:
@@ -262,29 +269,75 @@ class BatchParser:
             refs = refs[matched] if refs is not None else None
         if len(rows) == 0:
             return None
-        micros, valid = read_column(
-            declared.timestamp, group[declared.timestamp_field], reference_us=refs, year=self.year
-        )
+        stamps = group[declared.timestamp_field]
+        micros, timed = read_column(declared.timestamp, stamps, reference_us=refs, year=self.year)
         pid = group.get(declared.columns.get("pid", ""))
-        if pid is not None:
-            valid &= pc.match_substring_regex(pid, _PID).to_numpy(zero_copy_only=False)
+        if pid is None:
+            pid_ok = np.ones(len(rows), dtype=bool)
+        else:
+            pid_ok = pc.match_substring_regex(pid, _PID).to_numpy(zero_copy_only=False)
+        valid = timed & pid_ok
+        inferred = np.zeros(len(rows), dtype=bool)
+        kept = declared.timestamp_on_error != UnreadableTimestamp.QUARANTINE
+        if kept and whole_refs and not timed.all():
+            inferred = self._unreadable(declared, stamps, ~timed & pid_ok, refs)
+            micros, timed = self._kept_times(declared, micros, timed, inferred, refs)
+            valid |= inferred
         if not valid.all():
             keep = pa.array(valid)
             rows, lines, micros = rows.filter(keep), lines.filter(keep), micros[valid]
-            header_bytes = header_bytes[valid]
+            header_bytes, inferred, timed = header_bytes[valid], inferred[valid], timed[valid]
             group = {key: column.filter(keep) for key, column in group.items()}
         if len(rows) == 0:
             return None
-        return rows, self._table(declared, lines, group, micros, header_bytes)
+        stamped = pa.array(micros, pa.int64(), mask=~timed)
+        return rows, self._table(declared, lines, group, stamped, header_bytes, inferred)
+
+    def _unreadable(
+        self, declared: LogFormat, stamps: pa.Array, candidates: np.ndarray, refs: np.ndarray | None
+    ) -> np.ndarray:
+        """Which of the ``candidates`` (texts the column reader did not read) the per-line
+        reader cannot read either: the column reader leaves it a few that it can (a time a
+        clock change skipped), which LineParser then parses."""
+        unreadable = np.zeros(len(candidates), dtype=bool)
+        reader = declared.timestamp
+        places = np.flatnonzero(candidates)
+        texts = stamps.take(pa.array(places)).to_pylist()
+        for at, text in zip(places.tolist(), texts, strict=True):
+            if not text or not reader.matches(text):
+                unreadable[at] = True
+                continue
+            reference = _naive(int(refs[at])) if refs is not None else None
+            try:
+                reader.read(text, reference=reference, year=self.year)
+            except (ValueError, OverflowError):
+                unreadable[at] = True
+        return unreadable
+
+    @staticmethod
+    def _kept_times(
+        declared: LogFormat,
+        micros: np.ndarray,
+        timed: np.ndarray,
+        inferred: np.ndarray,
+        refs: np.ndarray | None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The times of the lines kept without their own: their record's, or none."""
+        if declared.timestamp_on_error == UnreadableTimestamp.RECORD_TIME and refs is not None:
+            return np.where(inferred, refs, micros), timed | inferred
+        return micros, timed
 
     def _table(
         self,
         declared: LogFormat,
         lines: pa.Array,
         group: dict[str, pa.Array],
-        micros: np.ndarray,
+        stamps: pa.Array,
         header_bytes: np.ndarray,
+        inferred: np.ndarray,
     ) -> pa.Table:
+        """The rows of parsed lines: ``stamps`` their times (int64 µs, null for none),
+        ``inferred`` which of them are not the lines' own."""
         size, columns = len(lines), declared.columns
         plan = self.plans[declared.name]
         if plan.message is None:
@@ -297,8 +350,8 @@ class BatchParser:
             [
                 pa.array(np.ones(size, dtype=np.int32)),
                 pa.array([declared.name] * size, pa.string()),
-                pa.array(micros, pa.int64()).cast(PARSED_SCHEMA.field("timestamp").type),
-                pa.array(np.zeros(size, dtype=bool)),
+                stamps.cast(PARSED_SCHEMA.field("timestamp").type),
+                pa.array(inferred),
                 _levels(raw_level),
                 raw_level,
                 _trimmed(group.get(columns.get("component", "")), size),
@@ -359,6 +412,11 @@ def _fields(
     matched &= tail_matched
     header = tail_starts - line_bytes.starts + tail_bytes
     return (None if matched.all() else matched), group, header
+
+
+def _naive(micros: int) -> datetime:
+    """Microseconds since the epoch as a naive UTC datetime."""
+    return _EPOCH + timedelta(microseconds=micros)
 
 
 def _reference_micros(references: pa.Array | None) -> np.ndarray | None:

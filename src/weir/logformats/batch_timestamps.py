@@ -82,14 +82,14 @@ def _parts(syntax: TimestampSyntax, texts: pa.Array, rows: np.ndarray) -> Parts 
     sliced = _by_layout(syntax, texts, rows)
     if sliced is not None and sliced.valid.all():
         return sliced
-    matched = _by_regex(syntax, texts, rows)
     if sliced is None:
-        return matched
-    # Texts the layout read keep its result; the regex read the others.
+        return _by_regex(syntax, texts, rows)
+    # Texts the layout read keep its result; the regex reads the others (only them).
+    rest = np.flatnonzero(~sliced.valid)
+    matched = _by_regex(syntax, texts.take(pa.array(rest)), rows[rest])
     for name, values in matched.numbers.items():
-        sliced.numbers.setdefault(name, np.full(len(rows), -1, dtype=np.int64))
-        sliced.numbers[name] = np.where(sliced.valid, sliced.numbers[name], values)
-    sliced.valid |= matched.valid
+        sliced.numbers.setdefault(name, np.full(len(rows), -1, dtype=np.int64))[rest] = values
+    sliced.valid[rest] = matched.valid
     return sliced
 
 

@@ -37,7 +37,8 @@ A format file declares one format::
     message = "started"
 
 ``kind = "json"`` declares a JSON-lines format instead of a pattern: its ``[json]`` table
-lists, per column, the keys to look for (see ``weir.logformats.json_lines``).
+lists, per column, the keys to look for (see ``weir.logformats.json_lines``); its
+``[timestamp]`` table may set ``on_error`` only (the timestamp is read as JSON lines write it).
 
 Everything is checked when the file is loaded, before any line is parsed: the TOML itself, the
 pattern (unknown ``%{NAME}``, a field named twice, a regex that does not compile), the timestamp
@@ -373,7 +374,18 @@ def _json_format(document: Mapping[str, Any], source: _Source, common: dict[str,
     for needed in ("timestamp", "message"):
         if needed not in keys:
             raise source.error(f"[json] must name the keys of the {needed}", "json")
-    return LogFormat(**common, json_keys=keys, specificity=1 << 20)
+    settings = document.get("timestamp", {})
+    if not isinstance(settings, dict):
+        raise source.error("[timestamp] must be a table", "timestamp")
+    for key in sorted(set(settings) - {"on_error"}):
+        raise source.error(
+            f"[timestamp] {key} is not a setting of a JSON-lines format (only on_error is; "
+            "[json] timestamp names its keys)",
+            key,
+            "timestamp",
+        )
+    on_error = _on_error(settings, source)
+    return LogFormat(**common, json_keys=keys, timestamp_on_error=on_error, specificity=1 << 20)
 
 
 def _mining(table: Any, source: _Source) -> Mining:

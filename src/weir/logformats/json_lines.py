@@ -3,8 +3,10 @@ declares (``[json]`` in the format file; the first key present wins).
 
 The timestamp is an ISO-8601 string, or a Unix epoch number in seconds (milliseconds when its
 magnitude exceeds 1e11). Offsets are converted to UTC and dropped, so every timestamp is naive.
-A line without a timestamp or a message is quarantined; other columns are optional, and the
-object's other scalar keys go to ``ParsedLine.fields`` (as JSON text unless they are strings).
+A line without a message is quarantined, and so is one whose timestamp is missing or cannot be
+read unless its format keeps such lines (``[timestamp] on_error``, see
+``declaration.UnreadableTimestamp``); other columns are optional, and the object's other scalar
+keys go to ``ParsedLine.fields`` (as JSON text unless they are strings).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from weir.logformats.declaration import LogFormat
+from weir.logformats.declaration import LogFormat, UnreadableTimestamp
 from weir.logformats.levels import normalise_level
 from weir.logformats.model import ParsedLine, Quarantined, QuarantineReason
 from weir.logformats.template import Masker
@@ -85,21 +87,28 @@ class JsonLines:
             return self._quarantine(line, QuarantineReason.BAD_JSON, f"invalid JSON: {error}")
         if not isinstance(record, dict):
             return self._quarantine(line, QuarantineReason.BAD_JSON, "not a JSON object")
-        return self._parsed(line, record)
+        return self._parsed(line, record, reference)
 
-    def _parsed(self, line: str, record: dict[str, Any]) -> ParsedLine | Quarantined:
+    def _parsed(
+        self, line: str, record: dict[str, Any], reference: datetime | None
+    ) -> ParsedLine | Quarantined:
         keys = self._keys
         raw_timestamp, message = (
             _first(record, keys["timestamp"]),
             _text(_first(record, keys["message"])),
         )
-        if raw_timestamp is None or message is None:
-            missing = "timestamp" if raw_timestamp is None else "message"
+        quarantines = self.format.timestamp_on_error == UnreadableTimestamp.QUARANTINE
+        if message is None or (raw_timestamp is None and quarantines):
+            missing = "timestamp" if raw_timestamp is None and quarantines else "message"
             return self._quarantine(line, QuarantineReason.MISSING_FIELD, f"no {missing} field")
+        timestamp: datetime | None
         try:
-            timestamp = _timestamp(raw_timestamp)
+            timestamp, inferred = _timestamp(raw_timestamp), False
         except (ValueError, OverflowError, OSError) as error:
-            return self._quarantine(line, QuarantineReason.BAD_TIMESTAMP, f"timestamp: {error}")
+            if quarantines:
+                detail = f"timestamp: {error}"
+                return self._quarantine(line, QuarantineReason.BAD_TIMESTAMP, detail)
+            timestamp, inferred = self._kept_time(reference), True
         raw_level = _text(_first(record, keys["level"]))
         pid = _first(record, keys["pid"])
         return ParsedLine(
@@ -118,7 +127,14 @@ class JsonLines:
                 for key, value in record.items()
                 if key not in self._taken and (text := _scalar(value)) is not None
             },
+            timestamp_inferred=inferred,
         )
+
+    def _kept_time(self, reference: datetime | None) -> datetime | None:
+        """The time of a kept line whose own cannot be read: its record's, or none."""
+        if self.format.timestamp_on_error == UnreadableTimestamp.RECORD_TIME:
+            return reference
+        return None
 
     def _quarantine(self, line: str, reason: QuarantineReason, detail: str) -> Quarantined:
         return Quarantined(source=self.name, line=line, reason=reason, detail=detail)

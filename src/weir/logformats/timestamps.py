@@ -199,6 +199,10 @@ class TimestampReader:
     def needs_year(self) -> bool:
         return not all(syntax.has_year for syntax in self.syntaxes)
 
+    def matches(self, text: str) -> bool:
+        """Whether some syntax matches ``text`` (which ``read`` may still refuse: 30 Feb)."""
+        return any(syntax.compiled.match(text) for syntax in self.syntaxes)
+
     def read(self, text: str, *, reference: datetime | None, year: int) -> datetime:
         """``text`` as a naive datetime (see the module); raises ValueError if no syntax reads
         it or it is not a real date. ``reference`` (naive UTC) gives yearless dates their year,

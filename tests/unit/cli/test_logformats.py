@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import weir.logformats
 from weir.logformats import FormatRegistry, load_text
 from weir.logformats.detection import detection_report
 
@@ -112,4 +113,47 @@ def test_lines_two_equally_specific_formats_match_are_reported_as_ambiguous() ->
     report = detection_report(registry, enumerate(SSH, 1))
     assert report.taken == {}
     assert report.undetected["ambiguous: gateway-ssh, twin"].lines == 2
-    assert report.shadowing == []
+    shadowing = {(s.user, s.builtin, s.ambiguous, s.lines) for s in report.shadowing(registry)}
+    assert shadowing == {("gateway-ssh", "openssh", True, 2), ("twin", "openssh", True, 2)}
+
+
+def test_detect_warns_when_a_user_format_makes_a_shipped_ones_lines_ambiguous(
+    tmp_path: Path,
+) -> None:
+    """A copy of the shipped syslog under another name matches syslog's lines exactly as
+    specifically: detection gives them to neither, and the job would quarantine them."""
+    shipped = Path(weir.logformats.__file__).parent / "formats" / "syslog.toml"
+    copy = shipped.read_text().replace('name = "syslog"', 'name = "mysyslog"')
+    (tmp_path / "mysyslog.toml").write_text(copy.replace("aliases = ", "# aliases = "))
+    result = _detect(str(_mixed_file(tmp_path)), "--formats", str(tmp_path / "mysyslog.toml"))
+    rows = [json.loads(line) for line in result.stdout.splitlines()]
+    reasons = {row["reason"]: row["lines"] for row in rows if row.get("reason")}
+    assert reasons == {"ambiguous: mysyslog, syslog": 2, "none": 2}
+    assert result.stderr.startswith(
+        f"weir: warning: the format mysyslog ({tmp_path / 'mysyslog.toml'}) shadows the "
+        "built-in syslog: it makes ambiguous (quarantined) 2 line(s) that syslog would take "
+        "(first: line 2)"
+    )
+
+
+def test_detect_lines_gives_each_lines_format_before_the_counts(tmp_path: Path) -> None:
+    formats = tmp_path / "formats"
+    formats.mkdir()
+    (formats / "gateway.toml").write_text(GATEWAY)
+    result = _detect(str(_mixed_file(tmp_path)), "--lines", "--formats", str(formats))
+    rows = [json.loads(line) for line in result.stdout.splitlines()]
+    per_line = [row for row in rows if "line_number" in row]
+    assert [(row["line_number"], row["format"]) for row in per_line] == [
+        (1, "hdfs"), (2, "syslog"), (3, "gateway-ssh"), (5, "hdfs"), (6, "gateway-ssh"),
+        (7, None), (8, "syslog"), (9, None),
+    ]  # fmt: skip
+    assert per_line[0]["line"] == HDFS[0]
+    assert per_line[2]["shadows"] == "openssh" and "shadows" not in per_line[1]
+    assert per_line[5]["reason"] == "none" and "reason" not in per_line[0]
+    counts = rows[len(per_line) : -1]
+    assert {row["format"] or row["reason"]: row["lines"] for row in counts} == {
+        "hdfs": 2, "gateway-ssh": 2, "syslog": 2, "none": 2
+    }  # fmt: skip
+    assert rows[-1] == {"summary": {"lines": 8, "detected": 6, "undetected": 2}}
+    assert "shadows the built-in openssh: it takes 2 line(s)" in result.stderr
+    assert result.returncode == 1

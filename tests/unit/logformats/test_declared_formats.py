@@ -77,6 +77,15 @@ DOCUMENTED = {
                         "path = /System/Library/Frameworks/WebKit.framework"},
         ),
         (
+            "Jul  3 13:39:50 calvisitor-10-105-160-237 com.apple.xpc.launchd[1] "
+            "(com.apple.WebKit.Networking.A546008E-07AF-4FFC-8FF8-D8FD260359D9[33438]): "
+            "Service exited with abnormal code: 1",
+            {"component": "com.apple.xpc.launchd", "pid": 1, "message":
+             "Service exited with abnormal code: 1", "fields": {
+                 "sender": "com.apple.WebKit.Networking.A546008E-07AF-4FFC-8FF8-D8FD260359D9[33438]"
+             }},
+        ),
+        (
             "Jul  1 09:02:26 calvisitor-10-105-160-95 kernel[0]: ARPT: 620701.011328: "
             "AirPort_Brcm43xx::syncPowerState: WWEN[enabled] (x): y",
             {"component": "kernel", "pid": 0, "fields": {},
@@ -269,6 +278,26 @@ def test_a_format_may_keep_lines_whose_timestamp_it_cannot_read(
     assert batch.column("message").to_pylist() == ["readable", "no date", "no such day"]
 
 
+@pytest.mark.parametrize("on_error", ["record_time", "null"])
+def test_kept_lines_stay_on_the_batch_parsers_fast_path(on_error: str) -> None:
+    """The batch parser keeps them itself, as LineParser would, but for the times its column
+    reader leaves to LineParser: 02:30 on 31 March 2024 does not exist in Paris."""
+    paris = _kept_format(on_error).replace('on_error', 'timezone = "Europe/Paris"\non_error')
+    registry = FormatRegistry.of([load_text(paris, "game.toml")])
+    lines = [*KEPT_LINES, b"2024-03-31T02:30:00 INFO skipped by the clock", b"- INFO no time"]
+    keys = pa.array([b"game"] * len(lines), pa.binary())
+    values = pa.array(lines, pa.binary())
+    references = pa.array([RECORD_TIME] * len(lines), pa.timestamp("us", tz="UTC"))
+    parser = BatchParser(year=YEAR, registry=registry)
+    parts = parser.parse_parts(keys, values, references)
+    expected = parse_rows(LineParser(year=YEAR, registry=registry), keys.to_pylist(), lines,
+                          references.to_pylist())  # fmt: skip
+    assert parser.parse(keys, values, references).equals(expected)
+    fast = sorted(row for rows, _ in parts[:1] for row in rows.to_pylist())
+    assert fast == [0, 1, 2, 4]  # the time the clock skipped is LineParser's
+    assert expected.column("timestamp_inferred").to_pylist() == [False, True, True, False, True]
+
+
 def test_by_default_a_line_whose_timestamp_cannot_be_read_is_quarantined() -> None:
     declared = load_text(_kept_format("quarantine").replace('on_error = "quarantine"\n', ""), "g")
     parser = LineParser(year=YEAR, registry=FormatRegistry.of([declared]))
@@ -291,3 +320,61 @@ def test_an_unknown_on_error_choice_names_the_choices_and_the_line() -> None:
         load_text(_kept_format("drop"), "game.toml")
     assert str(raised.value).startswith("game.toml:7: ")
     assert "'quarantine', 'record_time', 'null'" in str(raised.value)
+
+
+def _json_format(on_error: str) -> str:
+    return f"""\
+name = "events"
+kind = "json"
+detect = false
+[json]
+timestamp = "at"
+message = "msg"
+[timestamp]
+on_error = "{on_error}"
+"""
+
+
+JSON_LINES = [
+    b'{"at": "2024-03-01T12:00:00Z", "msg": "readable"}',
+    b'{"msg": "no time"}',
+    b'{"at": "yesterday", "msg": "unreadable"}',
+    b'{"at": "2024-03-01T12:00:00Z"}',
+]
+
+
+@pytest.mark.parametrize(
+    ("on_error", "unreadable_time"),
+    [("record_time", RECORD_TIME), ("null", None)],
+)
+def test_a_json_lines_format_may_keep_lines_whose_timestamp_it_cannot_read(
+    on_error: str, unreadable_time: datetime | None
+) -> None:
+    registry = FormatRegistry.of([load_text(_json_format(on_error), "events.toml")])
+    keys = pa.array([b"events"] * len(JSON_LINES), pa.binary())
+    values = pa.array(JSON_LINES, pa.binary())
+    references = pa.array([RECORD_TIME] * len(JSON_LINES), pa.timestamp("us", tz="UTC"))
+    batch = BatchParser(year=YEAR, registry=registry).parse(keys, values, references)
+    assert batch.column("parsed").to_pylist() == [1, 1, 1, 0]
+    assert batch.column("timestamp").to_pylist()[:3] == [
+        datetime(2024, 3, 1, 12, tzinfo=UTC), unreadable_time, unreadable_time
+    ]
+    assert batch.column("timestamp_inferred").to_pylist()[:3] == [False, True, True]
+    assert batch.column("reason").to_pylist()[3] == "missing-field"  # a message is needed
+
+
+def test_a_json_lines_format_quarantines_unreadable_timestamps_by_default() -> None:
+    declared = load_text(_json_format("quarantine").replace('on_error = "quarantine"\n', ""), "e")
+    parser = LineParser(year=YEAR, registry=FormatRegistry.of([declared]))
+    reasons = []
+    for line in JSON_LINES[1:3]:
+        result = parser.parse("events", line.decode(), RECORD_TIME.replace(tzinfo=None))
+        assert isinstance(result, Quarantined)
+        reasons.append(result.reason)
+    assert reasons == [QuarantineReason.MISSING_FIELD, QuarantineReason.BAD_TIMESTAMP]
+
+
+def test_a_json_lines_format_refuses_timestamp_settings_it_cannot_use() -> None:
+    with pytest.raises(FormatFileError) as raised:
+        load_text(_json_format("null") + 'format = "ISO8601"\n', "events.toml")
+    assert str(raised.value).startswith("events.toml:9: [timestamp] format is not a setting")

@@ -149,3 +149,52 @@ def test_unpadded_numbers_read_as_pythons_strptime_reads_them(
     expected = datetime.strptime(text, syntax)
     assert TimestampReader.of([syntax]).read(text, reference=None, year=0) == expected
     assert _column(syntax, [text]) == [expected]
+
+
+HEALTHAPP = '''
+name = "healthapp"
+detect = false
+pattern = '%{STAMP:timestamp}\\|%{PART:component}\\|%{INT:pid}\\|%{GREEDYDATA:message}'
+[patterns]
+STAMP = '[^|]+'
+PART = '[^|]*'
+[timestamp]
+format = "%Y%m%d-%H:%M:%S:%L"
+'''
+# Loghub's HealthApp sample (logpai/loghub, HealthApp/HealthApp_2k.log): a third of its lines
+# write an hour, minute or second with one digit, or milliseconds with fewer than three.
+HEALTHAPP_LINES = [
+    ("20171223-22:15:29:606|Step_LSC|30002312|onStandStepChanged 3579",
+     datetime(2017, 12, 23, 22, 15, 29, 606_000)),
+    ("20171223-22:15:35:11|Step_SPUtils|30002312| getTodayTotalDetailSteps = "
+     "1514038440000##7015##548365##8661##13026##27177962",
+     datetime(2017, 12, 23, 22, 15, 35, 11_000)),
+    ("20171223-22:16:0:119|Step_LSC|30002312|processHandleBroadcastAction "
+     "action:android.intent.action.TIME_TICK", datetime(2017, 12, 23, 22, 16, 0, 119_000)),
+    ("20171223-22:25:13:8|Step_StandReportReceiver|30002312|onReceive action: "
+     "android.intent.action.SCREEN_OFF", datetime(2017, 12, 23, 22, 25, 13, 8_000)),
+    ("20171223-22:53:7:6|Step_LSC|30002312|onExtend:1514040786000 0 0 5",
+     datetime(2017, 12, 23, 22, 53, 7, 6_000)),
+    ("20171223-23:7:6:75|Step_LSC|30002312|onStandStepChanged 3761",
+     datetime(2017, 12, 23, 23, 7, 6, 75_000)),
+    ("20171224-0:0:0:215|Step_LSC|30002312|processHandleBroadcastAction "
+     "action:android.intent.action.TIME_TICK", datetime(2017, 12, 24, 0, 0, 0, 215_000)),
+    ("20171224-0:5:22:473|Step_LSC|30002312|onStandStepChanged 3786",
+     datetime(2017, 12, 24, 0, 5, 22, 473_000)),
+    ("20171224-0:37:23:74|Step_LSC|30002312|processHandleBroadcastAction "
+     "action:android.intent.action.TIME_TICK", datetime(2017, 12, 24, 0, 37, 23, 74_000)),
+]  # fmt: skip
+
+
+def test_loghubs_healthapp_lines_with_unpadded_fields_are_read_not_quarantined() -> None:
+    registry = FormatRegistry.of([*FormatRegistry.builtin(), load_text(HEALTHAPP, "h.toml")])
+    lines = [line.encode() for line, _ in HEALTHAPP_LINES] * 3
+    keys = pa.array([b"healthapp"] * len(lines), pa.binary())
+    values = pa.array(lines, pa.binary())
+    batch = BatchParser(year=2024, registry=registry).parse(keys, values)
+    expected = parse_rows(LineParser(year=2024, registry=registry), keys.to_pylist(), lines)
+    assert batch.equals(expected)
+    assert batch.column("reason").to_pylist() == [None] * len(lines)
+    stamps = [stamp.replace(tzinfo=None) for stamp in batch.column("timestamp").to_pylist()]
+    assert stamps == [stamp for _, stamp in HEALTHAPP_LINES] * 3
+    assert batch.column("component").to_pylist()[3] == "Step_StandReportReceiver"

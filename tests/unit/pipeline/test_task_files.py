@@ -263,10 +263,12 @@ def test_lines_kept_without_their_own_time_are_flagged_and_filed_by_the_time_the
     formats.mkdir()
     (formats / "timed.toml").write_text(KEPT.format(name="timed", on_error="record_time"))
     (formats / "untimed.toml").write_text(KEPT.format(name="untimed", on_error="null"))
+    (formats / "strict.toml").write_text(KEPT.format(name="strict", on_error="quarantine"))
     records = [(b"timed", b"2024-03-01T10:00:00 INFO own time"), (b"timed", b"?? INFO record's"),
-               (b"untimed", b"?? INFO none"), (b"untimed", b"?? ERROR none either")]  # fmt: skip
+               (b"untimed", b"?? INFO none"), (b"untimed", b"?? ERROR none either"),
+               (b"strict", b"?? INFO quarantined")]  # fmt: skip
     batch = _batch(records, 0)
-    record_time = pa.array([1_717_243_200_000_000] * 4, pa.int64())  # 2024-06-01 12:00 UTC
+    record_time = pa.array([1_717_243_200_000_000] * 5, pa.int64())  # 2024-06-01 12:00 UTC
     batch = batch.append_column("timestamp", record_time.cast(pa.timestamp("us", tz="UTC")))
     spool = tmp_path / "spool"
     (manifest,) = list(write_task(str(spool), (str(formats),))(iter([batch])))
@@ -275,8 +277,11 @@ def test_lines_kept_without_their_own_time_are_flagged_and_filed_by_the_time_the
         "logs/source=timed/date=2024-03-01/hour=10",
         "logs/source=timed/date=2024-06-01/hour=12",
         "logs/source=untimed/date=__HIVE_DEFAULT_PARTITION__/hour=__HIVE_DEFAULT_PARTITION__",
+        "quarantine",
     ]
-    own, recorded, untimed = (pq.read_table(spool / f) for f in files)
+    own, recorded, untimed, quarantine = (pq.read_table(spool / f) for f in files)
+    assert quarantine.column("source").to_pylist() == ["strict"]
+    assert quarantine.column("reason").to_pylist() == ["bad-timestamp"]
     assert own.column("timestamp_inferred").to_pylist() == [False]
     assert recorded.column("timestamp_inferred").to_pylist() == [True]
     assert untimed.column("timestamp").to_pylist() == [None, None]
