@@ -106,6 +106,53 @@ def tmpfs(path: Path, size_bytes: int) -> Iterator[Path]:
             subprocess.run(["umount", "-l", str(path)], check=False)
 
 
+@contextlib.contextmanager
+def loop_disk(path: Path, image: Path, size_bytes: int) -> Iterator[Path]:
+    """An ext4 file system of `size_bytes` on a loop device over the file `image`, with direct
+    I/O (reads of the device reach the disk under `image`, not its page cache), mounted at
+    `path`; unmounted and detached afterwards. /proc/diskstats counts the device's I/O."""
+    require_root("a loop device")
+    for tool in ("losetup", "mkfs.ext4"):
+        require_tool(tool)
+    with open(image, "wb") as file:
+        file.truncate(size_bytes)
+    attach = subprocess.run(["losetup", "--find", "--show", "--direct-io=on", str(image)],
+                            capture_output=True, text=True, check=False)  # fmt: skip
+    if attach.returncode != 0:
+        message = f"cannot attach a loop device: {attach.stderr.strip()}"
+        if IN_CI:
+            pytest.fail(message)
+        pytest.skip(message)
+    device = attach.stdout.strip()
+    try:
+        subprocess.run(["mkfs.ext4", "-q", device], check=True)
+        path.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["mount", device, str(path)], check=True)
+        try:
+            yield path
+        finally:
+            if subprocess.run(["umount", str(path)], check=False).returncode != 0:
+                subprocess.run(["umount", "-l", str(path)], check=False)
+    finally:
+        subprocess.run(["losetup", "-d", device], check=False)
+        image.unlink(missing_ok=True)
+
+
+def evict_from_page_cache(directory: Path) -> None:
+    """Drop the cached pages of every file under `directory` (clean pages only)."""
+    for file in directory.rglob("*"):
+        if not file.is_file():
+            continue
+        try:
+            fd = os.open(file, os.O_RDONLY)
+        except FileNotFoundError:
+            continue
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
 def free_bytes(path: Path) -> int:
     stats = os.statvfs(path)
     return stats.f_bavail * stats.f_frsize

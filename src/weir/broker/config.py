@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from weir.broker.disk_health import DiskThrottleSettings
 from weir.broker.partition_limit import default_max_partitions_per_broker
 from weir.broker.security.listeners import (
     DEFAULT_PROTOCOL_MAP,
@@ -211,6 +212,14 @@ class BrokerConfig:
     #: the shape of `__audit` when a broker creates it (the replication factor in a cluster)
     audit_topic_num_partitions: int = 1
     audit_topic_replication_factor: int = 3
+    #: partition-level throttling by disk health (weir.broker.disk_health): when a log
+    #: directory's device is busier or slower than these, the partitions reading it most from
+    #: cold offsets have those reads held to the rate
+    disk_throttle_enable: bool = False
+    disk_throttle_util_threshold: float = 0.9
+    disk_throttle_await_ms_threshold: float = 50.0
+    disk_throttle_partition_bytes_per_second: int = 1_048_576
+    disk_health_sample_interval_ms: int = 1000
     #: listener name -> {setting: value}, from `listener.name.<listener>.<setting>`
     listener_overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
     log_defaults: LogConfig = field(default_factory=LogConfig)
@@ -222,6 +231,9 @@ class BrokerConfig:
                 f"replica.selector.class must be one of {', '.join(REPLICA_SELECTORS)}, "
                 f"not {self.replica_selector_class!r}"
             )
+        problems = self.disk_throttle.problems()
+        if problems:
+            raise ValueError("; ".join(problems))
         if self.audit_flush_interval_ms < 1 or self.audit_topic_num_partitions < 1:
             raise ValueError(
                 "audit.flush.interval.ms and audit.topic.num.partitions must be at least 1"
@@ -287,6 +299,14 @@ class BrokerConfig:
     def all_log_dirs(self) -> tuple[Path, ...]:
         """`log.dirs`, or the one data directory. Metadata lives in the first."""
         return self.log_dirs or (self.data_dir,)
+
+    @property
+    def disk_throttle(self) -> DiskThrottleSettings:
+        return DiskThrottleSettings(
+            self.disk_throttle_enable, float(self.disk_throttle_util_threshold),
+            float(self.disk_throttle_await_ms_threshold),
+            self.disk_throttle_partition_bytes_per_second, self.disk_health_sample_interval_ms,
+        )  # fmt: skip
 
     @property
     def advertised(self) -> tuple[str, int]:

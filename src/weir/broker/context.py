@@ -14,6 +14,7 @@ from weir.broker.authz.authorizer import Authorizer
 from weir.broker.client_quotas import ClientQuotas
 from weir.broker.cluster_node import ClusterNode, LiveBroker
 from weir.broker.config import BrokerConfig
+from weir.broker.disk_health import DiskHealth
 from weir.broker.dynamic_config import DynamicBrokerConfig
 from weir.broker.fetch_sessions import FetchSessionCache
 from weir.broker.group.coordinator import GroupCoordinator
@@ -78,6 +79,9 @@ class BrokerContext:
     log_dir_movers: LogDirMovers | None = None
     #: who reads and writes what, per minute (`audit.enable`); None: not counted
     audit: AuditLog | None = None
+    #: the log directories' devices and the partitions throttled on them
+    #: (`disk.throttle.enable`); None: no throttling by disk health
+    disk_health: DiskHealth | None = None
 
     def authorized(self, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
         """Whether the client of the request being served may do `operation` on the

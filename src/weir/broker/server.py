@@ -52,6 +52,7 @@ from weir.broker.cluster_node import ClusterNode
 from weir.broker.config import BrokerConfig
 from weir.broker.connections import SMALL_FRAME_BYTES, ConnectionLimiter, RequestMemoryPool
 from weir.broker.context import BrokerContext, ProducerIdAllocator
+from weir.broker.disk_health import DiskHealth
 from weir.broker.dynamic_config import BrokerConfigStore, DynamicBrokerConfig
 from weir.broker.fetch_sessions import FetchSessionCache
 from weir.broker.group.coordinator import GroupConfig, GroupCoordinator
@@ -525,6 +526,26 @@ class Broker:
         self._metrics = serve_metrics(loop, take, host, self.config.metrics_port)
         return self._metrics.port
 
+    def watch_disks(self) -> None:
+        """Sample the log directories' devices for throttling by disk health
+        (`disk.throttle.enable`), on the event loop."""
+        settings = self.config.disk_throttle
+        if not settings.enabled:
+            return
+        logs = self.context.replicas.log_manager
+        health = DiskHealth(settings, [d.path for d in logs.dirs],
+                            now_ms=self.clock.monotonic_ms)  # fmt: skip
+        self.context.disk_health = health
+
+        async def sample() -> None:
+            while True:
+                health.sample((str(d.path), tp, partition_log.log_end_offset)
+                              for d, held in logs.by_directory()
+                              for tp, partition_log in held)  # fmt: skip
+                await asyncio.sleep(settings.sample_interval_ms / 1000)
+
+        self._connections.add(asyncio.get_running_loop().create_task(sample()))
+
     async def close(self) -> None:
         if self.audit_writer is not None:
             self.audit_writer.close()
@@ -850,6 +871,7 @@ def run(config: BrokerConfig, *, ready_file: Path | None = None) -> int:
         broker = Broker(config)
         host, port = broker.listen()
         broker.serve_metrics()
+        broker.watch_disks()
         broker.join_cluster()
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()

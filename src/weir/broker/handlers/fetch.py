@@ -19,6 +19,10 @@ most what the quota allows in its window; the response's bytes count against it,
 over it gets an empty response with its throttle time (the bytes taken back), then its
 connection is muted for that long.
 
+A consumer's fetch of a partition whose cold reads are held for its disk's health
+(`weir.broker.disk_health`) gets no records for that partition and the response the hold as its
+throttle time; the other partitions are read as usual.
+
 A consumer's fetch is counted for the audit (`weir.broker.audit`) by what its response carries,
 per partition; followers' fetches are not.
 """
@@ -27,6 +31,7 @@ from __future__ import annotations
 
 import datetime
 import os
+from dataclasses import replace
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -35,6 +40,7 @@ from kio.static.primitive import Records
 from weir.broker.authz.checks import split_fetch
 from weir.broker.client_quotas import ClientQuotaManager, client_identity, throttle_connection
 from weir.broker.context import BrokerContext, make
+from weir.broker.disk_health import DiskHealth
 from weir.broker.fetch_sessions import (
     FINAL_EPOCH,
     INVALID_SESSION_ID,
@@ -76,6 +82,10 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
             else:
                 redirected.append(result)
         wanted = kept
+    held: list[FetchResult] = []
+    hold_ms = 0
+    if broker.disk_health is not None and replica_id < 0:
+        wanted, held, hold_ms = _disk_holds(broker, broker.disk_health, wanted)
     max_wait_ms = int(body.max_wait.total_seconds() * 1000)
     quota = _consumer_quota(broker, request, replica_id)
     max_bytes = body.max_bytes
@@ -91,7 +101,9 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
         from_followers=from_followers,
         read_committed=getattr(body, "isolation_level", 0) == READ_COMMITTED,
     )
-    sent, response = _answer(request, context, results, redirected + refused)
+    if broker.disk_health is not None and replica_id < 0:
+        _note_reads(broker, broker.disk_health, wanted, results)
+    sent, response = _answer(request, context, results, redirected + refused + held, hold_ms)
     if quota is not None:
         answer = _throttled(broker, request, quota, response, context, sent)
         if answer is not response:
@@ -125,8 +137,9 @@ def _session_error(request: Request, error: ErrorCode) -> ChunkedResponse:
 
 
 def _answer(
-    request: Request, context: FetchContext, results: list[FetchResult], others: list[FetchResult]
-) -> tuple[list[FetchResult], ChunkedResponse]:
+    request: Request, context: FetchContext, results: list[FetchResult],
+    others: list[FetchResult], throttle_ms: int = 0,
+) -> tuple[list[FetchResult], ChunkedResponse]:  # fmt: skip
     """The results the response carries (`context.select`), and the response. The file slices
     of the results left out (empty ones) are closed here; those carried, by the response."""
     try:
@@ -137,7 +150,7 @@ def _answer(
     carried = {id(result) for result in sent}
     release([r for r in results if id(r) not in carried])
     try:
-        return sent, _response(request, sent, context.session_id)
+        return sent, _response(request, sent, context.session_id, throttle_ms)
     except BaseException:
         release(sent)
         raise
@@ -178,7 +191,9 @@ def _throttled(
     return ChunkedResponse.with_slices(request, empty, {})
 
 
-def _response(request: Request, results: list[FetchResult], session_id: int) -> ChunkedResponse:
+def _response(
+    request: Request, results: list[FetchResult], session_id: int, throttle_ms: int = 0
+) -> ChunkedResponse:
     m = response_module(ApiKey.FETCH, request.api_version)
     slices: dict[bytes, FileSlice] = {}
     topics = by_topic(
@@ -186,9 +201,49 @@ def _response(request: Request, results: list[FetchResult], session_id: int) -> 
         lambda _index, result: _partition(m, result, slices),
         lambda name, entries: make(m.FetchableTopicResponse, topic=name, partitions=entries),
     )
-    response = make(m.FetchResponse, throttle_time=datetime.timedelta(0), error_code=ErrorCode.none,
-                    session_id=session_id, responses=topics)  # fmt: skip
+    response = make(m.FetchResponse, throttle_time=datetime.timedelta(milliseconds=throttle_ms),
+                    error_code=ErrorCode.none, session_id=session_id,
+                    responses=topics)  # fmt: skip
     return ChunkedResponse.with_slices(request, response, slices)
+
+
+def _disk_holds(
+    broker: BrokerContext, health: DiskHealth, wanted: list[FetchRequestPartition]
+) -> tuple[list[FetchRequestPartition], list[FetchResult], int]:
+    """`wanted` without the partitions whose cold reads are held for their disk's health (and
+    those throttled but not held reading at most what their rate saved up); the held ones'
+    empty results (watermarks only); the longest hold in ms (the response's throttle time)."""
+    kept, held, longest = [], [], 0
+    for w in wanted:
+        partition = broker.replicas.partitions.get((w.topic, w.partition))
+        hold, cap = 0, None
+        if partition is not None and partition.serving:
+            hold, cap = health.admit((w.topic, w.partition), w.offset,
+                                     partition.log.log_end_offset)  # fmt: skip
+        if not hold:
+            kept.append(w if cap is None else replace(w, max_bytes=min(w.max_bytes, cap)))
+            continue
+        assert partition is not None
+        longest = max(longest, hold)
+        held.append(FetchResult(w.topic, w.partition, ErrorCode.none,
+                                partition.log.high_watermark, partition.log.log_start_offset,
+                                last_stable_offset=partition.last_stable_offset))  # fmt: skip
+    return kept, held, longest
+
+
+def _note_reads(
+    broker: BrokerContext, health: DiskHealth, wanted: list[FetchRequestPartition],
+    results: list[FetchResult],
+) -> None:  # fmt: skip
+    """Count what each partition read, for its disk's health."""
+    offsets = {(w.topic, w.partition): w.offset for w in wanted}
+    for result in results:
+        if result.data is None:
+            continue
+        tp = (result.topic, result.partition)
+        partition = broker.replicas.partitions.get(tp)
+        if partition is not None and tp in offsets:
+            health.note_read(tp, offsets[tp], partition.log.log_end_offset, result.data.size)
 
 
 def _partition(m: Any, result: FetchResult, slices: dict[bytes, FileSlice]) -> Any:
