@@ -138,9 +138,10 @@ def loop_disk(path: Path, image: Path, size_bytes: int) -> Iterator[Path]:
         image.unlink(missing_ok=True)
 
 
-def evict_from_page_cache(directory: Path) -> None:
-    """Drop the cached pages of every file under `directory` (clean pages only)."""
-    for file in directory.rglob("*"):
+def evict_from_page_cache(directory: Path, pattern: str = "*") -> None:
+    """Drop the cached pages of every file under `directory` matching `pattern` (clean pages
+    only)."""
+    for file in directory.rglob(pattern):
         if not file.is_file():
             continue
         try:

@@ -220,6 +220,10 @@ class BrokerConfig:
     disk_throttle_await_ms_threshold: float = 50.0
     disk_throttle_partition_bytes_per_second: int = 1_048_576
     disk_health_sample_interval_ms: int = 1000
+    #: the slow lane (weir.broker.slow_lane): threads that read files for connections whose
+    #: sends held the event loop longer than the threshold; 0 threads: no lane
+    num_slow_lane_threads: int = 2
+    slow_lane_send_threshold_ms: float = 20.0
     #: listener name -> {setting: value}, from `listener.name.<listener>.<setting>`
     listener_overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
     log_defaults: LogConfig = field(default_factory=LogConfig)
@@ -232,6 +236,11 @@ class BrokerConfig:
                 f"not {self.replica_selector_class!r}"
             )
         problems = self.disk_throttle.problems()
+        if self.num_slow_lane_threads < 0 or self.slow_lane_send_threshold_ms <= 0:
+            problems.append(f"num.slow.lane.threads must be 0 or more and "
+                            f"slow.lane.send.threshold.ms above 0, not "
+                            f"{self.num_slow_lane_threads} and "
+                            f"{self.slow_lane_send_threshold_ms:g}")  # fmt: skip
         if problems:
             raise ValueError("; ".join(problems))
         if self.audit_flush_interval_ms < 1 or self.audit_topic_num_partitions < 1:

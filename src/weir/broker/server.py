@@ -76,6 +76,7 @@ from weir.broker.security.listeners import Listener
 from weir.broker.security.scram import ScramCredential, ScramMechanism
 from weir.broker.security.session import Session, bind
 from weir.broker.shutdown import CONTROLLED_SHUTDOWN_BUDGET_S, ShutdownDeadline
+from weir.broker.slow_lane import SlowLane
 from weir.broker.topics import TopicManager
 from weir.broker.transport import PlaintextTransport, TlsError, TlsTransport, Transport
 from weir.broker.tuning import apply_allocator_settings, release_free_heap
@@ -195,6 +196,10 @@ class Broker:
         self._request_log.stats = self.context.replicas.stats = self.stats
         self._metrics: MetricsEndpoint | None = None
         self.audit_writer = self._audit_writer() if config.audit_enable else None
+        self._slow_lane = (
+            SlowLane(config.num_slow_lane_threads, config.slow_lane_send_threshold_ms)
+            if config.num_slow_lane_threads > 0 else None
+        )  # fmt: skip
 
     def _audit_writer(self) -> AuditWriter:
         """Audit counts (`audit.enable`), and their writer to `__audit`."""
@@ -556,6 +561,8 @@ class Broker:
         for task in list(self._connections):
             task.cancel()
         await asyncio.gather(*self._connections, return_exceptions=True)
+        if self._slow_lane is not None:
+            self._slow_lane.close()
         if self.context.transactions is not None:
             await self.context.transactions.close()
         if self.context.verification is not None:
@@ -607,7 +614,7 @@ class Broker:
         transport: Transport = (
             TlsTransport(sock, endpoint.security.tls)
             if endpoint.security.tls is not None
-            else PlaintextTransport(sock)
+            else PlaintextTransport(sock, self._slow_lane, _address(peer))
         )
         decoder = FrameDecoder(self.config.socket_request_max_bytes)
         held = 0  # bytes of the request budget this connection holds

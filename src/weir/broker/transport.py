@@ -17,8 +17,10 @@ import contextlib
 import os
 import socket
 import ssl
+import time
 from typing import Protocol, cast
 
+from weir.broker.slow_lane import SlowLane
 from weir.storage import FileSlice
 
 RECV_BYTES = 256 * 1024
@@ -48,8 +50,15 @@ class Transport(Protocol):
 
 
 class PlaintextTransport:
-    def __init__(self, sock: socket.socket) -> None:
+    """`lane`: where file reads of this connection go once its sends stall the loop
+    (`slow_lane`); None: always on the loop."""
+
+    def __init__(
+        self, sock: socket.socket, lane: SlowLane | None = None, peer: str = ""
+    ) -> None:
         self.sock = sock
+        self.lane = lane
+        self.peer = peer
 
     async def handshake(self) -> None:
         return None
@@ -64,12 +73,20 @@ class PlaintextTransport:
         await asyncio.get_running_loop().sock_sendall(self.sock, data)
 
     async def send_file(self, data: FileSlice) -> None:
-        await sendfile(self.sock, data)
+        lane = self.lane
+        if lane is None:
+            await sendfile(self.sock, data)
+            return
+        if lane.is_slow(id(self)):
+            await lane.warm(data)
+        lane.note_send(id(self), await sendfile(self.sock, data), self.peer)
 
     def peer_certificate(self) -> dict[str, object] | None:
         return None
 
     def close(self) -> None:
+        if self.lane is not None:
+            self.lane.forget(id(self))
         self.sock.close()
 
 
@@ -182,19 +199,25 @@ class TlsTransport:
             await self._flush()
 
 
-async def sendfile(sock: socket.socket, data: FileSlice) -> None:
-    """os.sendfile the slice into a non-blocking socket, waiting for room when it is full."""
+async def sendfile(sock: socket.socket, data: FileSlice) -> int:
+    """os.sendfile the slice into a non-blocking socket, waiting for room when it is full; the
+    longest a single call kept this thread (ns: its reads of the file)."""
     offset, remaining = data.position, data.size
+    longest = 0
     while remaining:
+        started = time.perf_counter_ns()
         try:
             sent = os.sendfile(sock.fileno(), data.fd, offset, remaining)
         except BlockingIOError:
             await _writable(sock)
             continue
+        finally:
+            longest = max(longest, time.perf_counter_ns() - started)
         if sent == 0:
             raise ConnectionError(f"{data.path} ended before the slice did")
         offset += sent
         remaining -= sent
+    return longest
 
 
 async def _writable(sock: socket.socket) -> None:
