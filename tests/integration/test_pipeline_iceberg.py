@@ -3,6 +3,7 @@ back by pyiceberg, DuckDB and Spark; exactly once across kill -9 of the driver, 
 
 from __future__ import annotations
 
+import itertools
 import json
 import zlib
 from collections import Counter
@@ -62,14 +63,12 @@ def landed(output: IcebergOutput) -> list[dict[str, Any]]:
     """The (partition, offset, text) of every row of logs and quarantine, read by pyiceberg:
     a logs row's message, a quarantined row's line."""
     tables = IcebergTables(output)
-    logs = tables.load("logs").scan(selected_fields=("partition", "offset", "message")).to_arrow()
-    quarantine = (
-        tables.load("quarantine").scan(selected_fields=("partition", "offset", "line")).to_arrow()
-    )
-    return (
-        logs.rename_columns(["partition", "offset", "text"]).to_pylist()
-        + quarantine.rename_columns(["partition", "offset", "text"]).to_pylist()
-    )
+    rows = []
+    for table, text in (("logs", "message"), ("quarantine", "line")):
+        scanned = tables.load(table).scan(selected_fields=("partition", "offset", text)).to_arrow()
+        rows += [{"partition": r["partition"], "offset": r["offset"], "text": r[text]}
+                 for r in scanned.to_pylist()]  # fmt: skip
+    return rows
 
 
 def checksum(rows: list[tuple[int, int, str]]) -> int:
@@ -224,7 +223,7 @@ def test_logs_to_iceberg_exactly_once_across_two_kill_9(
     metrics = batch_snapshots(output, "metrics_minute")
     assert [int(s[BATCH_ID]) for s in metrics] == sorted(m["batch"] for m in job.committed())
     ends = [json.loads(s[OFFSETS])["icekilled"] for s in metrics]
-    assert all(int(a[p]) <= int(b[p]) for a, b in zip(ends, ends[1:]) for p in b if p in a)
+    assert all(int(a[p]) <= int(b[p]) for a, b in itertools.pairwise(ends) for p in b if p in a)
     final = {int(p): end for p, end in ends[-1].items()}
     assert final == {p: max(o for q, o in placed if q == p) + 1 for p in {p for p, _ in placed}}
     metrics_rows = IcebergTables(output).load("metrics_minute").scan().to_arrow()
