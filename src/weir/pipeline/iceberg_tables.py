@@ -212,10 +212,16 @@ def write_rows(table: Table, rows: pa.Table, properties: dict[str, str], *, repl
         if set(rows.schema.names) - set(table.schema().column_names):
             with transaction.update_schema() as update:
                 update.union_by_name(rows.schema)
-        if replace:
+        if replace and holds_rows(table):
             transaction.overwrite(rows, snapshot_properties=properties)
         else:
             transaction.append(rows, snapshot_properties=properties)
+
+
+def holds_rows(table: Table) -> bool:
+    current = table.current_snapshot()
+    summary = current.summary if current is not None else None
+    return summary is not None and int(summary.get("total-records") or 0) > 0
 
 
 @dataclass(frozen=True, slots=True)
