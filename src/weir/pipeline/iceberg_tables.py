@@ -16,9 +16,9 @@ at a time, so a batch is four commits; a table whose latest batch-bearing snapsh
 (``held_batch``) already holds the batch is skipped when the batch is replayed after a crash.
 So each table holds each batch once, however many times Spark replays it.
 
-``compact`` rewrites each partition's small files into one, and ``expire`` drops old snapshots;
-a compaction's snapshot carries over the batch properties of the snapshot it replaces, so the
-tables still say which batch they hold.
+``compact`` rewrites each partition's small files into one, and ``expire`` drops old snapshots
+and deletes the files only they referenced; a compaction's snapshots carry over the batch
+properties of the snapshot they replace, so the tables still say which batch they hold.
 """
 
 from __future__ import annotations
@@ -278,19 +278,45 @@ def partition_filter(fields: tuple[tuple[str, str], ...], key: tuple[Any, ...]) 
     return conditions[0] if len(conditions) == 1 else made.And(*conditions)
 
 
-def expire(table: Table, older_than: datetime) -> int:
-    """Expires the snapshots made before ``older_than`` (never the current one); returns how
-    many were expired."""
+@dataclass(frozen=True, slots=True)
+class Expiry:
+    """What expiring one table's old snapshots did."""
+
+    snapshots: int
+    files_deleted: int
+
+
+def expire(table: Table, older_than: datetime) -> Expiry:
+    """Expires the snapshots made before ``older_than`` (never the current one), then deletes
+    the files that only they referenced: data files, manifests and manifest lists."""
     current = table.current_snapshot()
-    old = [
-        snapshot.snapshot_id
-        for snapshot in table.snapshots()
-        if snapshot.timestamp_ms < older_than.timestamp() * 1000
-        and (current is None or snapshot.snapshot_id != current.snapshot_id)
-    ]
-    if old:
-        table.maintenance.expire_snapshots().by_ids(old).commit()
-    return len(old)
+    old, kept = [], []
+    for snapshot in table.snapshots():
+        is_current = current is not None and snapshot.snapshot_id == current.snapshot_id
+        if snapshot.timestamp_ms < older_than.timestamp() * 1000 and not is_current:
+            old.append(snapshot)
+        else:
+            kept.append(snapshot)
+    if not old:
+        return Expiry(0, 0)
+    unreferenced = referenced_files(table, old) - referenced_files(table, kept)
+    table.maintenance.expire_snapshots().by_ids([s.snapshot_id for s in old]).commit()
+    for path in sorted(unreferenced):
+        table.io.delete(path)
+    return Expiry(len(old), len(unreferenced))
+
+
+def referenced_files(table: Table, snapshots: list[Any]) -> set[str]:
+    """The files that ``snapshots`` reference: their manifest lists, their manifests and the
+    data files live in them."""
+    paths: set[str] = set()
+    for snapshot in snapshots:
+        paths.add(snapshot.manifest_list)
+        for manifest in snapshot.manifests(table.io):
+            paths.add(manifest.manifest_path)
+            for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
+                paths.add(entry.data_file.file_path)
+    return paths
 
 
 def maintain(
@@ -303,15 +329,17 @@ def maintain(
     """Compacts every table's small files, then expires its snapshots older than
     ``expire_older_than``; returns what it did, by table."""
     tables = IcebergTables(output)
-    cutoff = (now or datetime.now(UTC)) - expire_older_than
     report: dict[str, Any] = {}
     for name in tables.existing():
         compaction = compact(tables.load(name), name, target_file_bytes)
-        expired = expire(tables.load(name), cutoff)
+        # After the compaction: its own intermediate snapshots may be old enough already.
+        cutoff = (now or datetime.now(UTC)) - expire_older_than
+        expiry = expire(tables.load(name), cutoff)
         report[name] = {
             "partitions_compacted": compaction.partitions,
             "files_before": compaction.files_before,
             "files_after": compaction.files_after,
-            "snapshots_expired": expired,
+            "snapshots_expired": expiry.snapshots,
+            "files_deleted": expiry.files_deleted,
         }
     return report
