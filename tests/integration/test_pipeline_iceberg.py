@@ -59,13 +59,18 @@ def topic_values(spark: Any, bootstrap: str, topic: str) -> dict[tuple[int, int]
     return {(r["partition"], r["offset"]): bytes(r["value"]) for r in rows}
 
 
+def load(output: IcebergOutput, name: str) -> Any:
+    """One of the tables, loaded from the catalog (whose connections are then closed)."""
+    with IcebergTables(output) as tables:
+        return tables.load(name)
+
+
 def landed(output: IcebergOutput) -> list[dict[str, Any]]:
     """The (partition, offset, text) of every row of logs and quarantine, read by pyiceberg:
     a logs row's message, a quarantined row's line."""
-    tables = IcebergTables(output)
     rows = []
     for table, text in (("logs", "message"), ("quarantine", "line")):
-        scanned = tables.load(table).scan(selected_fields=("partition", "offset", text)).to_arrow()
+        scanned = load(output, table).scan(selected_fields=("partition", "offset", text)).to_arrow()
         rows += [{"partition": r["partition"], "offset": r["offset"], "text": r[text]}
                  for r in scanned.to_pylist()]  # fmt: skip
     return rows
@@ -78,9 +83,8 @@ def checksum(rows: list[tuple[int, int, str]]) -> int:
 
 def duckdb_rows(output: IcebergOutput) -> list[tuple[int, int, str]]:
     """The same rows as ``landed``, counted and read by DuckDB over pyiceberg's scans."""
-    tables = IcebergTables(output)
-    connection = tables.load("logs").scan().to_duckdb("logs")
-    tables.load("quarantine").scan().to_duckdb("quarantine", connection=connection)
+    connection = load(output, "logs").scan().to_duckdb("logs")
+    load(output, "quarantine").scan().to_duckdb("quarantine", connection=connection)
     rows: list[tuple[int, int, str]] = connection.execute(
         'SELECT partition, "offset", message FROM logs '
         'UNION ALL SELECT partition, "offset", line FROM quarantine'
@@ -90,7 +94,7 @@ def duckdb_rows(output: IcebergOutput) -> list[tuple[int, int, str]]:
 
 def batch_snapshots(output: IcebergOutput, table: str) -> list[dict[str, str]]:
     """The batch properties of the table's snapshots, oldest first."""
-    loaded = IcebergTables(output).load(table)
+    loaded = load(output, table)
     found = []
     for snapshot in ancestors(loaded):
         properties = snapshot.summary.additional_properties
@@ -133,8 +137,7 @@ def test_logs_etl_to_iceberg_read_by_pyiceberg_duckdb_and_spark(
         [(r["partition"], r["offset"], r["text"]) for r in rows]
     )
     # Spark reads the data files of the current snapshot (without Iceberg's runtime).
-    tables = IcebergTables(output)
-    logs = tables.load("logs")
+    logs = load(output, "logs")
     files = [task.file.file_path for task in logs.scan().plan_files()]
     by_spark = spark.read.parquet(*files)
     per_source = Counter(
@@ -150,7 +153,7 @@ def test_logs_etl_to_iceberg_read_by_pyiceberg_duckdb_and_spark(
     assert {int(p): end for p, end in ends.items()} == {
         p: max(o for q, o in placed if q == p) + 1 for p in {p for p, _ in placed}
     }
-    templates = tables.load("templates").scan().to_arrow()
+    templates = load(output, "templates").scan().to_arrow()
     assert templates.num_rows > 0
     assert len(set(templates.column("id").to_pylist())) == templates.num_rows
 
@@ -160,9 +163,9 @@ def mid_commit(job: LogsJobProcess, output: IcebergOutput) -> bool:
     between its tables' commits."""
     if not (output.warehouse / "catalog.db").exists():
         return False
-    tables = IcebergTables(output)
-    if "logs" not in tables.existing():
-        return False
+    with IcebergTables(output) as tables:
+        if "logs" not in tables.existing():
+            return False
     held = batch_snapshots(output, "logs")
     committed = {marker["batch"] for marker in job.committed()}
     return bool(held) and int(held[-1][BATCH_ID]) not in committed
@@ -226,13 +229,12 @@ def test_logs_to_iceberg_exactly_once_across_two_kill_9(
     assert all(int(a[p]) <= int(b[p]) for a, b in itertools.pairwise(ends) for p in b if p in a)
     final = {int(p): end for p, end in ends[-1].items()}
     assert final == {p: max(o for q, o in placed if q == p) + 1 for p in {p for p, _ in placed}}
-    metrics_rows = IcebergTables(output).load("metrics_minute").scan().to_arrow()
-    logs_count = IcebergTables(output).load("logs").scan().count()
+    metrics_rows = load(output, "metrics_minute").scan().to_arrow()
+    logs_count = load(output, "logs").scan().count()
     assert sum(metrics_rows.column("lines").to_pylist()) == logs_count
     # Template ids survive the restarts: one id per message throughout.
     stamped = (
-        IcebergTables(output)
-        .load("logs")
+        load(output, "logs")
         .scan(selected_fields=("source", "message", "template_id"))
         .to_arrow()
         .to_pylist()

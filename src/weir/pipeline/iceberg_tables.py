@@ -138,11 +138,22 @@ def ancestors(table: Table) -> Iterator[Any]:
 
 
 class IcebergTables:
-    """The log ETL's tables in one catalog namespace. Not thread-safe: one job writes them."""
+    """The log ETL's tables in one catalog namespace, over one connection pool to the catalog
+    (``close`` closes it; so does leaving a ``with`` block). Not thread-safe: one job writes
+    them."""
 
     def __init__(self, output: IcebergOutput) -> None:
         self.output = output
         self.catalog = output.catalog()
+
+    def __enter__(self) -> IcebergTables:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.catalog.close()
 
     def commit_batch(self, batch: BatchIdentity, rows: Mapping[str, pa.Table]) -> list[str]:
         """Commits each table's rows of ``batch`` (one commit per table, appended, or in place
@@ -328,18 +339,29 @@ def maintain(
 ) -> dict[str, Any]:
     """Compacts every table's small files, then expires its snapshots older than
     ``expire_older_than``; returns what it did, by table."""
-    tables = IcebergTables(output)
     report: dict[str, Any] = {}
-    for name in tables.existing():
-        compaction = compact(tables.load(name), name, target_file_bytes)
-        # After the compaction: its own intermediate snapshots may be old enough already.
-        cutoff = (now or datetime.now(UTC)) - expire_older_than
-        expiry = expire(tables.load(name), cutoff)
-        report[name] = {
-            "partitions_compacted": compaction.partitions,
-            "files_before": compaction.files_before,
-            "files_after": compaction.files_after,
-            "snapshots_expired": expiry.snapshots,
-            "files_deleted": expiry.files_deleted,
-        }
+    with IcebergTables(output) as tables:
+        for name in tables.existing():
+            report[name] = maintain_table(tables, name, expire_older_than, target_file_bytes, now)
     return report
+
+
+def maintain_table(
+    tables: IcebergTables,
+    name: str,
+    expire_older_than: timedelta,
+    target_file_bytes: int,
+    now: datetime | None,
+) -> dict[str, int]:
+    """``maintain`` of one table."""
+    compaction = compact(tables.load(name), name, target_file_bytes)
+    # After the compaction: its own intermediate snapshots may be old enough already.
+    cutoff = (now or datetime.now(UTC)) - expire_older_than
+    expiry = expire(tables.load(name), cutoff)
+    return {
+        "partitions_compacted": compaction.partitions,
+        "files_before": compaction.files_before,
+        "files_after": compaction.files_after,
+        "snapshots_expired": expiry.snapshots,
+        "files_deleted": expiry.files_deleted,
+    }

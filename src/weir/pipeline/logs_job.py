@@ -370,6 +370,9 @@ class BatchWriter:
         if self._metrics is not None:
             self._metrics.close()
             self._metrics = None
+        if self._iceberg is not None:
+            self._iceberg.close()
+            self._iceberg = None
 
     def _batch_commits(self) -> BatchCommits:
         if self._commits is None:

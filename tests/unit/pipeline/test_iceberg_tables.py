@@ -4,6 +4,7 @@ replays, schema evolution, compaction and snapshot expiry, the maintenance comma
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -54,10 +55,15 @@ def output(tmp_path: Path) -> IcebergOutput:
     return IcebergOutput(warehouse=tmp_path / "warehouse")
 
 
+@pytest.fixture
+def tables(output: IcebergOutput) -> Iterator[IcebergTables]:
+    with IcebergTables(output) as opened:
+        yield opened
+
+
 def test_each_table_holds_a_batch_once_however_often_it_is_replayed(
-    output: IcebergOutput,
+    tables: IcebergTables,
 ) -> None:
-    tables = IcebergTables(output)
     rows = {"logs": logs_rows(0), "templates": templates_rows(2)}
     assert tables.commit_batch(batch(0), rows) == ["logs", "templates"]
     assert tables.commit_batch(batch(0), rows) == []
@@ -79,8 +85,7 @@ def test_each_table_holds_a_batch_once_however_often_it_is_replayed(
     assert [field.name for field in templates.spec().fields] == ["source"]
 
 
-def test_a_batch_with_a_new_column_adds_it(output: IcebergOutput) -> None:
-    tables = IcebergTables(output)
+def test_a_batch_with_a_new_column_adds_it(tables: IcebergTables) -> None:
     tables.commit("logs", logs_rows(0), batch(0))
     tables.commit("logs", logs_rows(1, extra=True), batch(1))
     logs = tables.load("logs")
@@ -93,9 +98,8 @@ def test_a_batch_with_a_new_column_adds_it(output: IcebergOutput) -> None:
 
 
 def test_compaction_rewrites_small_files_and_keeps_the_batch_bookkeeping(
-    output: IcebergOutput,
+    output: IcebergOutput, tables: IcebergTables
 ) -> None:
-    tables = IcebergTables(output)
     for batch_id in range(4):
         tables.commit("logs", logs_rows(batch_id), batch(batch_id))
     logs = tables.load("logs")
@@ -127,8 +131,9 @@ def test_compaction_rewrites_small_files_and_keeps_the_batch_bookkeeping(
     assert sorted(logs.scan().to_arrow().column("message").to_pylist()) == before
 
 
-def test_maintain_command(output: IcebergOutput, capsys: pytest.CaptureFixture[str]) -> None:
-    tables = IcebergTables(output)
+def test_maintain_command(
+    output: IcebergOutput, tables: IcebergTables, capsys: pytest.CaptureFixture[str]
+) -> None:
     for batch_id in range(3):
         rows = {"logs": logs_rows(batch_id), "templates": templates_rows(batch_id + 1)}
         tables.commit_batch(batch(batch_id), rows)
