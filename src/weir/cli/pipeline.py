@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 from weir.cli.clients import add_bootstrap, add_client_settings, security_settings
 from weir.cli.logformats import add_formats_option, registry_of
 from weir.cli.pipeline_config import (
-    DEFAULT_NAMESPACE,
     OUTPUTS,
     PipelineConfigError,
     add_config_option,
@@ -35,7 +34,9 @@ if TYPE_CHECKING:
 def register(commands: Any) -> None:
     parser = commands.add_parser("pipeline", help="Spark jobs over weir topics")
     sub = parser.add_subparsers(dest="pipeline_command", required=True, metavar="JOB")
-    logs = sub.add_parser("logs", help="raw log lines in a topic to a Parquet warehouse")
+    logs = sub.add_parser(
+        "logs", help="raw log lines in a topic to a warehouse of Parquet or Iceberg tables"
+    )
     logs.add_argument("--topic", required=True, help="topic of raw lines; the key names the source")
     logs.add_argument("--warehouse", type=Path, required=True, help="directory of the tables")
     logs.add_argument("--checkpoint", type=Path, required=True, help="Spark checkpoint directory")
@@ -63,7 +64,7 @@ def register(commands: Any) -> None:
         "--output",
         choices=OUTPUTS,
         help="parquet: Parquet files under the warehouse (the default); iceberg: Iceberg tables "
-        "in a catalog, their files under the warehouse",
+        "in a catalog (--catalog-uri, --namespace), their files under the warehouse",
     )
     add_catalog_options(logs)
     add_formats_option(logs)
@@ -235,8 +236,6 @@ def logs_job(args: argparse.Namespace) -> LogsJob:
     if args.output == "iceberg":
         iceberg = IcebergOutput(warehouse=warehouse, catalog_uri=args.catalog_uri,
                                 namespace=args.namespace)  # fmt: skip
-    elif args.catalog_uri is not None or args.namespace != DEFAULT_NAMESPACE:
-        raise PipelineConfigError("--catalog-uri and --namespace need --output iceberg")
     return LogsJob(
         bootstrap=args.bootstrap_server,
         topic=args.topic,
