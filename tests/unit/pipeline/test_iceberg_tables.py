@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pyarrow as pa  # type: ignore[import-untyped]
+import pyarrow.parquet as pq  # type: ignore[import-untyped]
 import pytest
 
 from weir.cli.main import main
@@ -152,3 +153,22 @@ def test_maintain_command(
     assert tables.load("logs").scan().count() == 12
     assert tables.load("templates").scan().count() == 3
     assert held_batch(tables.load("logs"), "query-1") == 2
+
+
+def test_each_data_file_holds_the_rows_of_its_partition(tables: IcebergTables) -> None:
+    rows = pa.concat_tables([logs_rows(batch_id, lines=7) for batch_id in range(3)])
+    tables.commit("logs", rows, batch(0))
+    logs = tables.load("logs")
+    partitions = set()
+    for task in logs.scan().plan_files():
+        source, day = task.file.partition[0], task.file.partition[1]
+        partitions.add((source, day))
+        written = pq.read_table(task.file.file_path.removeprefix("file://"))
+        assert set(written.column("source").to_pylist()) == {source}
+        stamps = written.column("timestamp").to_pylist()
+        if day is None:
+            assert stamps == [None] * len(stamps)
+        else:
+            assert {(stamp - datetime(1970, 1, 1, tzinfo=UTC)).days for stamp in stamps} == {day}
+    assert partitions == {("apache", 0), ("apache", 1), ("apache", None), ("hdfs", 0), ("hdfs", 1)}
+    assert logs.scan().count() == 21
