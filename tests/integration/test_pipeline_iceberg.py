@@ -171,6 +171,20 @@ def mid_commit(job: LogsJobProcess, output: IcebergOutput) -> bool:
     return bool(held) and int(held[-1][BATCH_ID]) not in committed
 
 
+def kill_between_commits(job: LogsJobProcess, output: IcebergOutput) -> None:
+    """Kills the job (kill -9) while the logs table holds a batch whose marker is not written,
+    and starts it again. The moment is caught by polling; when the marker won the race, the
+    job is started and killed again."""
+    for _attempt in range(KILL_ATTEMPTS):
+        job.wait_for(lambda: mid_commit(job, output), "a batch half committed")
+        job.kill()
+        landed = mid_commit(job, output)
+        job.start()
+        if landed:
+            return
+    pytest.fail(f"no kill in {KILL_ATTEMPTS} landed between two tables' commits")
+
+
 def test_logs_to_iceberg_exactly_once_across_two_kill_9(
     spark: Any, shared_broker: BrokerProcess, tmp_path: Path
 ) -> None:
@@ -182,22 +196,11 @@ def test_logs_to_iceberg_exactly_once_across_two_kill_9(
     try:
         feeder.start()
         job.start()
-        # First kill: between the logs table's commit and the batch's marker (the moment is
-        # caught by polling; when the marker won the race, the job is started and killed again).
-        for _attempt in range(KILL_ATTEMPTS):
-            job.wait_for(lambda: mid_commit(job, output), "a batch half committed")
-            job.kill()
-            job.start()
-            if mid_commit(job, output):
-                break
-        else:
-            pytest.fail(f"no kill in {KILL_ATTEMPTS} landed between two tables' commits")
-        before = len(job.committed())
-        job.wait_for(lambda: len(job.committed()) >= before + 2, "two batches after a restart")
-        # Second kill: wherever the job is.
-        job.kill()
-        job.start()
-        job.wait_for(lambda: len(job.committed()) > before + 2, "a batch after the restart")
+        # Each kill lands between the logs table's commit and the batch's marker.
+        for _kill in range(2):
+            kill_between_commits(job, output)
+            before = len(job.committed())
+            job.wait_for(lambda n=before: len(job.committed()) > n, "a batch after the restart")
         placed = set(feeder.stop())
         job.wait_for(
             lambda: sum(m["records"] for m in job.committed()) >= len(placed), "catching up"
