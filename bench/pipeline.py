@@ -45,6 +45,12 @@ ETL run is then made twice, with ``--dedupe`` and without, one after the other a
 topic, the order swapped from one repeat to the next. The report gives the runs with dedupe
 (``dedupe``) and their rate over those without (``dedupe_vs_no_dedupe``; below 1: what
 deduplication costs). Not combined with ``--baseline``.
+With ``--iceberg`` every ETL run of this checkout is made again with the job writing Iceberg
+tables (``--output iceberg``: a SQLite catalog in the warehouse, one commit per table per
+micro-batch), one after the other against the same topic, the order swapped from one repeat to
+the next; with ``--baseline`` too, the baseline's Parquet runs are made in the same rounds. The
+report gives the Iceberg runs (``iceberg``) and their rate and CPU per row over this checkout's
+Parquet runs (``iceberg_vs_parquet``; below 1: what Iceberg output costs).
 Writes JSON to bench/results/pipeline.json (or --out) and prints it.
 """
 
@@ -101,6 +107,7 @@ DEMO_DATA = Path(__file__).resolve().parents[1] / "src" / "weir" / "cli" / "demo
 TIMEOUT_S = 600
 SPARK_CONFIG = {**JOB_SPARK_CONFIG, "spark.driver.memory": "1g"}
 DEDUPE = "dedupe"  # the side of the runs with --dedupe
+ICEBERG = "iceberg"  # the side of the runs with --output iceberg
 AGENTS = 8  # simulated agents, with --dedupe
 COPY_EVERY = 100  # with --dedupe: after every this many records, a copy of an earlier one
 COPY_DISTANCE = 64  # how many records back the copied one is (at most)
@@ -216,23 +223,32 @@ def etl(
     trigger_records: int | None,
     topic: str = TOPIC,
     dedupe: bool = False,
+    iceberg: bool = False,
 ) -> dict[str, Any]:
     """One run of the job's query (available-now, ``trigger_records`` per micro-batch, or all in
-    one; with ``dedupe``, deduplicating on the agent's headers) on a new session: the whole
-    run's rate, and the steady rate of the micro-batches after the first (whose time includes
-    the JVM's and the Python workers' warm-up)."""
+    one; with ``dedupe``, deduplicating on the agent's headers; with ``iceberg``, writing Iceberg
+    tables) on a new session: the whole run's rate, and the steady rate of the micro-batches
+    after the first (whose time includes the JVM's and the Python workers' warm-up)."""
     started = time.perf_counter()
     spark = weir_session(master="local[2]", app_name="weir bench pipeline", config=SPARK_CONFIG)
     spark.sparkContext.setLogLevel("ERROR")
     startup = time.perf_counter() - started
+    warehouse = scratch / f"warehouse-{run}"
+    output: dict[str, Any] = {}
+    if iceberg:
+        # Imported here: a baseline's job may have no Iceberg output.
+        from weir.pipeline.iceberg_tables import IcebergOutput
+
+        output["iceberg"] = IcebergOutput(warehouse=warehouse)
     job = LogsJob(
         bootstrap=bootstrap,
         topic=topic,
-        warehouse=scratch / f"warehouse-{run}",
+        warehouse=warehouse,
         checkpoint=scratch / f"checkpoint-{run}",
         once=True,
         max_records_per_trigger=trigger_records,
         dedupe=DedupeKey.parse(AGENT) if dedupe else None,
+        **output,
     )
     ensure_topic({"bootstrap.servers": bootstrap}, job.metrics_topic_name)
     writer = BatchWriter(job)
@@ -309,6 +325,7 @@ def etl_process(
     trigger_records: int | None,
     broker: int,
     dedupe: bool = False,
+    iceberg: bool = False,
 ) -> dict[str, Any]:
     """``etl`` in a new Python process (see ``in_new_process``) that imports weir from
     ``source`` (a baseline's ``src``) if given, else as this process does; with the CPU
@@ -316,7 +333,8 @@ def etl_process(
     result = scratch / f"etl-{run}.json"
     command = [sys.executable, __file__, "--etl-worker", json.dumps(
         {"bootstrap": bootstrap, "scratch": str(scratch), "run": run,
-         "trigger_records": trigger_records, "result": str(result), "dedupe": dedupe})]  # fmt: skip
+         "trigger_records": trigger_records, "result": str(result), "dedupe": dedupe,
+         "iceberg": iceberg})]  # fmt: skip
     environment = dict(os.environ)
     if source is not None:
         environment["PYTHONPATH"] = str(source)
@@ -331,7 +349,8 @@ def etl_worker(arguments: str) -> int:
     """The body of ``etl_process``'s process: runs ``etl`` and writes its result as JSON."""
     given = json.loads(arguments)
     result = etl(given["bootstrap"], Path(given["scratch"]), given["run"], given["trigger_records"],
-                 dedupe=given.get("dedupe", False))  # fmt: skip
+                 dedupe=given.get("dedupe", False),
+                 iceberg=given.get("iceberg", False))  # fmt: skip
     result["weir"] = str(Path(weir.__file__).parent)
     Path(given["result"]).write_text(json.dumps(result))
     return 0
@@ -424,6 +443,8 @@ def main() -> int:
                 sides["baseline"] = old_tree(args.baseline, Path(scratch) / "baseline")
             if args.dedupe:
                 sides[DEDUPE] = None
+            if args.iceberg:
+                sides[ICEBERG] = None
             raw, etls = measure(bootstrap, Path(scratch), sides, args, process.pid)
         finally:
             process.terminate()
@@ -463,6 +484,7 @@ def main() -> int:
             "raw_consume_runs": len(raw),
             "etl_repeat": args.etl_repeat,
             "baseline": args.baseline,
+            "iceberg": args.iceberg,
         },
         "produce_seconds": round(produce_s, 3),
         "class_archive": (
@@ -482,6 +504,9 @@ def main() -> int:
     if args.dedupe:
         report[DEDUPE] = {"etl": summaries[DEDUPE]}
         report["dedupe_vs_no_dedupe"] = versus(etls, DEDUPE, "current")
+    if args.iceberg:
+        report[ICEBERG] = {"etl": summaries[ICEBERG]}
+        report["iceberg_vs_parquet"] = versus(etls, ICEBERG, "current")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     print(json.dumps(report, indent=2))
@@ -509,7 +534,7 @@ def measure(
             for side in order:
                 run = f"{side}-{trigger or ALL}-{n}"
                 result = etl_process(sides[side], bootstrap, scratch, run, trigger, broker,
-                                     dedupe=side == DEDUPE)  # fmt: skip
+                                     dedupe=side == DEDUPE, iceberg=side == ICEBERG)  # fmt: skip
                 etls[side][trigger].append(result)
                 raw.append(in_new_process(raw_consume, bootstrap, total, args.partitions))
     return raw, etls
@@ -579,6 +604,11 @@ def arguments() -> argparse.Namespace:
         "--dedupe",
         action="store_true",
         help="records with the agent's headers and 1%% copies; each ETL run with --dedupe too",
+    )
+    parser.add_argument(
+        "--iceberg",
+        action="store_true",
+        help="each ETL run of this checkout made again writing Iceberg tables (--output iceberg)",
     )
     parser.add_argument("--etl-worker", help=argparse.SUPPRESS)
     args = parser.parse_args()

@@ -15,6 +15,9 @@ spell it::
     formats = ["formats/", "/etc/weir/orders.toml"]
     dedupe = "agent"                       # or "FIELD[,FIELD...]:POSITION"
     "dedupe.window" = "7d"
+    output = "iceberg"                     # or "parquet", the default
+    "iceberg.catalog.uri" = "postgresql+psycopg://weir:secret@db/iceberg"
+    "iceberg.namespace" = "weir"
 
 Relative paths (warehouse, checkpointLocation, formats) are read from the file's directory. A
 flag given on the command line wins over the file; a list flag (``--formats``) replaces the
@@ -33,6 +36,9 @@ from pathlib import Path
 from typing import Any
 
 from weir.cli.clients import DEFAULT_BOOTSTRAP
+
+OUTPUTS = ("parquet", "iceberg")
+DEFAULT_NAMESPACE = "weir"
 
 
 class PipelineConfigError(ValueError):
@@ -72,6 +78,12 @@ def _records(value: Any, _base: Path) -> int:
     return value
 
 
+def _output(value: Any, _base: Path) -> str:
+    if value not in OUTPUTS:
+        raise TypeError(" or ".join(OUTPUTS))
+    return str(value)
+
+
 def _flag(value: Any, _base: Path) -> bool:
     if not isinstance(value, bool):
         raise TypeError("true or false")
@@ -92,6 +104,9 @@ SETTINGS = (
     Setting("formats", "formats", _paths, lambda: []),
     Setting("dedupe", "dedupe", _text, lambda: None),
     Setting("dedupe.window", "dedupe_window", _text, lambda: "7d"),
+    Setting("output", "output", _output, lambda: "parquet"),
+    Setting("iceberg.catalog.uri", "catalog_uri", _text, lambda: None),
+    Setting("iceberg.namespace", "namespace", _text, lambda: DEFAULT_NAMESPACE),
 )  # fmt: skip
 _BY_DEST = {setting.dest: setting for setting in SETTINGS}
 

@@ -40,6 +40,13 @@ the spool, the tasks drop the copies among their records (each partition's range
 task), and the driver commits the high waters they report, merged, with the batch (a named
 state beside the miner's). Each batch's marker then counts the copies dropped
 (``duplicates``; ``records`` counts them too).
+
+With ``iceberg`` (``weir.pipeline.iceberg_tables``) the tables are Iceberg tables in a catalog
+instead: the batch's files are read back and committed, one commit per table, each snapshot
+naming the batch and its Kafka offsets; a table that holds the batch already (it was committed
+before a crash) is skipped on the replay. The batch's marker, with the miner's state and the
+high waters, is written once every table holds the batch, so a replay mines from the same state
+and stamps the same template ids as the first attempt did.
 """
 
 from __future__ import annotations
@@ -53,6 +60,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa  # type: ignore[import-untyped]
+import pyarrow.parquet as pq  # type: ignore[import-untyped]
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
@@ -66,6 +74,12 @@ from weir.pipeline.dedupe import (
     DedupeKey,
     HighWaters,
     reported,
+)
+from weir.pipeline.iceberg_tables import (
+    BatchIdentity,
+    IcebergOutput,
+    IcebergTables,
+    checkpoint_offsets,
 )
 from weir.pipeline.kafka_io import MessagePublisher, ensure_topic
 from weir.pipeline.log_files import (
@@ -150,6 +164,8 @@ class LogsJob:
     dedupe: DedupeKey | None = None
     #: how long the job remembers a writer's high water after its last record
     dedupe_window_s: int = DEFAULT_WINDOW_S
+    #: the Iceberg catalog to write the tables to; None: Parquet files under ``warehouse``
+    iceberg: IcebergOutput | None = None
 
     @property
     def metrics_topic_name(self) -> str:
@@ -279,6 +295,7 @@ class BatchWriter:
         self._metrics: MessagePublisher | None = None
         self._miner: TemplateMiner | None = None
         self._high_waters: HighWaters | None = None
+        self._iceberg: IcebergTables | None = None
 
     def __call__(self, manifests: DataFrame, batch_id: int) -> None:
         commits = self._batch_commits()
@@ -304,15 +321,32 @@ class BatchWriter:
                 high_waters, summary["duplicates"] = self._after(high_waters, manifest)
                 summary["records"] += summary["duplicates"]
                 states[HIGH_WATER_STATE] = high_waters.to_bytes()
-            marker = commits.commit(batch_id, summary, files, elsewhere=spooled,
-                                    state=miner.to_bytes(), states=states)  # fmt: skip
+            if self.job.iceberg is None:
+                marker = commits.commit(batch_id, summary, files, elsewhere=spooled,
+                                        state=miner.to_bytes(), states=states)  # fmt: skip
+            else:
+                self._commit_to_iceberg(batch_id, batch_rows(staging, files, spooled))
+                marker = commits.commit(batch_id, summary, [], state=miner.to_bytes(),
+                                        states=states)  # fmt: skip
+                for path in spooled.values():
+                    path.unlink(missing_ok=True)
         except BaseException:
             # They took in a batch that is not committed.
             self._miner = self._high_waters = None
             raise
         self._high_waters = high_waters
         self.summary.add(marker)
-        delete_templates_before(self.job.warehouse, batch_id)
+        if self.job.iceberg is None:
+            delete_templates_before(self.job.warehouse, batch_id)
+
+    def _commit_to_iceberg(self, batch_id: int, rows: dict[str, pa.Table]) -> None:
+        """Each table's rows of the batch in one Iceberg commit, unless it holds them."""
+        assert self.job.iceberg is not None
+        if self._iceberg is None:
+            self._iceberg = IcebergTables(self.job.iceberg)
+        offsets = checkpoint_offsets(self.job.checkpoint, batch_id)
+        batch = BatchIdentity(checkpoint_query_id(self.job), batch_id, offsets)
+        self._iceberg.commit_batch(batch, rows)
 
     def _high_waters_before(
         self, commits: BatchCommits, batch_id: int, spool: Path
@@ -336,6 +370,9 @@ class BatchWriter:
         if self._metrics is not None:
             self._metrics.close()
             self._metrics = None
+        if self._iceberg is not None:
+            self._iceberg.close()
+            self._iceberg = None
 
     def _batch_commits(self) -> BatchCommits:
         if self._commits is None:
@@ -384,6 +421,30 @@ def delete_templates_before(warehouse: Path, batch_id: int) -> None:
     for path in (warehouse / "templates").glob(f"batch-*{DATA_SUFFIX}"):
         if path.name < newest:
             path.unlink(missing_ok=True)
+
+
+def batch_rows(staging: Path, files: list[str], spooled: Mapping[str, Path]) -> dict[str, pa.Table]:
+    """The rows of each table of a batch whose files ``write_tables`` wrote: ``files`` under
+    ``staging``, ``spooled`` where they are (both by their paths in the tables). A logs file's
+    source, in its path, becomes its rows' ``source`` column (its date and hour are the
+    timestamp's)."""
+    tables: dict[str, list[pa.Table]] = {}
+    located = [(relative, staging / relative) for relative in files] + list(spooled.items())
+    for relative, path in located:
+        name = relative.split("/", 1)[0]
+        rows = pq.ParquetFile(path).read()
+        if name == "logs":
+            rows = rows.append_column("source", pa.array([source_of(relative)] * rows.num_rows,
+                                                         pa.string()))  # fmt: skip
+        tables.setdefault(name, []).append(rows)
+    return {name: pa.concat_tables(parts, promote_options="permissive")
+            for name, parts in tables.items()}  # fmt: skip
+
+
+def source_of(relative: str) -> str:
+    """The source of a logs file from its path, ``logs/source=S/...``."""
+    directory = relative.split("/")[1]
+    return directory.removeprefix("source=")
 
 
 def write_tables(

@@ -90,3 +90,26 @@ def test_dedupe_from_the_file_or_a_flag_becomes_the_jobs_key_and_window(tmp_path
     job = logs_job(settings(*base, "--config", str(config)))
     assert job.dedupe == DedupeKey(("host",), "seq", headers=False)
     assert job.dedupe_window_s == 12 * 3600
+
+
+def test_iceberg_output_from_the_file_or_the_flags(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from weir.cli.pipeline import logs_job
+
+    base = ("--topic", "t", "--warehouse", str(tmp_path / "w"), "--checkpoint", "c")
+    assert logs_job(settings(*base)).iceberg is None
+    default = logs_job(settings(*base, "--output", "iceberg")).iceberg
+    assert default is not None
+    catalog = tmp_path / "w" / "catalog.db"
+    assert (default.uri, default.namespace) == (f"sqlite:///{catalog}", "weir")
+    config = tmp_path / "logs.toml"
+    config.write_text('output = "iceberg"\n"iceberg.catalog.uri" = "postgresql+psycopg://db/x"\n'
+                      '"iceberg.namespace" = "etl"\n')  # fmt: skip
+    given = logs_job(settings(*base, "--config", str(config))).iceberg
+    assert given is not None
+    assert (given.uri, given.namespace) == ("postgresql+psycopg://db/x", "etl")
+    assert logs_job(settings(*base, "--config", str(config), "--output", "parquet")).iceberg is None
+    config.write_text('output = "delta"\n')
+    assert main(["pipeline", "logs", "--config", str(config)]) == 2
+    assert "output must be parquet or iceberg" in capsys.readouterr().err
