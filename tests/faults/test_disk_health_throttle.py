@@ -9,8 +9,10 @@ at start with their names."""
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -39,6 +41,13 @@ RUN_S = 24.0
 def disk(tmp_path: Path) -> Iterator[Path]:
     with loop_disk(tmp_path / "disk", tmp_path / "disk.img", 512 * MiB) as path:
         yield path
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
 
 
 def fill_cold_partition(bootstrap: str, size: int) -> None:
@@ -89,11 +98,13 @@ def evicting(directory: Path, stop: threading.Event) -> None:
 
 @pytest.mark.slow
 def test_a_cold_reader_is_throttled_and_a_producer_keeps_its_rate(disk: Path, figure) -> None:
+    metrics_port = free_port()
     broker = BrokerProcess(disk, config={
         "disk.throttle.enable": True, "disk.throttle.util.threshold": 0.05,
         "disk.throttle.await.ms.threshold": 10_000.0,
         "disk.throttle.partition.bytes.per.second": PARTITION_RATE,
         "disk.health.sample.interval.ms": 500, "log.segment.bytes": 8 * MiB,
+        "metrics.port": metrics_port,
     })  # fmt: skip
     broker.start()
     try:
@@ -123,11 +134,15 @@ def test_a_cold_reader_is_throttled_and_a_producer_keeps_its_rate(disk: Path, fi
         producer.flush(30)
         poll(lambda: "throttling cold reads of disk-health-0" in broker.logs(), 10,
              "the cold partition throttled", detail=lambda: broker.logs()[-3000:])  # fmt: skip
+        metrics = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics",
+                                         timeout=10).read().decode()  # fmt: skip
         stop.set()
         reader.join(30)
         evictor.join(5)
     finally:
         broker.stop()
+    assert 'kafka_log_diskhealth_throttled{partition="0",topic="disk-health"} 1.0' in metrics
+    assert 'kafka_log_diskhealth_utilization{device="loop' in metrics
     throttled_at = next(s for s in range(int(RUN_S)) if s in reader.by_second)  # first read
     late = [reader.by_second.get(s, 0) for s in range(int(RUN_S) // 2, int(RUN_S) - 1)]
     early = max(reader.by_second.get(s, 0) for s in range(throttled_at, throttled_at + 3))

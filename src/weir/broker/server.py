@@ -518,7 +518,8 @@ class Broker:
                 counts.event_queue_ns, cluster.controller.event_queue_size,
             )  # fmt: skip
 
-        sources = Sources(active_controller, controller, lambda: lag.latest, self.context.quotas)
+        sources = Sources(active_controller, controller, lambda: lag.latest, self.context.quotas,
+                          lambda: self.context.disk_health, self._slow_lane)  # fmt: skip
 
         def take() -> Snapshot:
             return take_snapshot(stats, replicas, sources)

@@ -47,6 +47,15 @@ Kafka's MBeans (`kafka.server<type=BrokerTopicMetrics, name=BytesInPerSec, topic
     kafka_server_quota_throttle_time_ms_total{quota,user,client_id}   throttle given, per client
     kafka_server_quota_throttled_responses_total{quota,user,client_id}   (Produce, Fetch, Request)
 
+Disk health and the slow lane (weir's; `weir.broker.disk_health`, `weir.broker.slow_lane`):
+
+    kafka_log_diskhealth_utilization{device}          share of the last interval with I/O in flight
+    kafka_log_diskhealth_await_ms{device}             mean wait per I/O over it
+    kafka_log_diskhealth_page_cache_seconds{device}   how long data is estimated to stay cached
+    kafka_log_diskhealth_throttled{topic,partition}   1 while the partition's cold reads are held
+    kafka_network_slowlane_connections_total          connections moved to the slow lane
+    kafka_network_slowlane_slices_total               file slices read through there
+
 Consumer lag, for the groups this broker coordinates (`weir.broker.group.lag_monitor`; Kafka
 has no broker MBean for it, so the names are kafka_exporter's, plus Burrow's status):
 
@@ -130,11 +139,42 @@ class BrokerCollector(Collector):
             "1 while this broker is the active controller",
             int(snapshot.active_controller),
         )
+        yield from disk_families(snapshot)
         yield _gauge(
             "kafka_server_kafkarequesthandlerpool_requesthandleravgidlepercent",
             "share of the last second the event loop (requests and sockets) was idle",
             snapshot.loop_idle_ratio,
         )
+
+
+def disk_families(snapshot: Snapshot) -> Iterator[Metric]:
+    """The log directories' devices, the partitions held for them, and the slow lane."""
+    if snapshot.devices or snapshot.disk_throttled:
+        gauges = {
+            "utilization": ("share of the last interval the device had I/O in flight", "util"),
+            "await_ms": ("mean milliseconds each I/O of the device waited", "await_ms"),
+            "page_cache_seconds": ("how long data is estimated to stay in the page cache",
+                                   "page_cache_s"),
+        }  # fmt: skip
+        for name, (documentation, attribute) in gauges.items():
+            family = GaugeMetricFamily("kafka_log_diskhealth_" + name, documentation,
+                                       labels=["device"])  # fmt: skip
+            for device in snapshot.devices:
+                family.add_metric([device.name], getattr(device, attribute))
+            yield family
+        throttled = GaugeMetricFamily(
+            "kafka_log_diskhealth_throttled", "1 while the partition's cold reads are held",
+            labels=_PARTITION_LABELS,
+        )  # fmt: skip
+        for topic, partition in snapshot.disk_throttled:
+            throttled.add_metric([topic, str(partition)], 1)
+        yield throttled
+    if snapshot.slow_lane is not None:
+        marked, warmed = snapshot.slow_lane
+        yield CounterMetricFamily("kafka_network_slowlane_connections",
+                                  "connections moved to the slow lane", value=marked)
+        yield CounterMetricFamily("kafka_network_slowlane_slices",
+                                  "file slices read through in the slow lane", value=warmed)
 
 
 def topic_families(snapshot: Snapshot) -> Iterator[Metric]:

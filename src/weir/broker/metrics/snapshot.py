@@ -13,10 +13,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from weir.broker.client_quotas import ClientQuotas
+from weir.broker.disk_health import DeviceHealth, DiskHealth
 from weir.broker.group.lag_monitor import GroupLag
 from weir.broker.metrics.stats import BrokerStats, TimeHistogram, TopicCounters
 from weir.broker.partition import FOLLOWER, LEADER, OFFLINE, Partition
 from weir.broker.replica_manager import ReplicaManager
+from weir.broker.slow_lane import SlowLane
 from weir.storage.flush_stats import FLUSHES, FlushTimes
 
 #: how long a scrape waits for the loop to take its snapshot
@@ -75,6 +77,9 @@ class Sources:
     #: the consumer lag of the groups coordinated here, as last sampled
     groups: Callable[[], tuple[GroupLag, ...]] = tuple
     quotas: ClientQuotas | None = None
+    #: the log directories' devices and throttled partitions (None: no throttling by disk health)
+    disk_health: Callable[[], DiskHealth | None] = lambda: None
+    slow_lane: SlowLane | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +105,12 @@ class Snapshot:
     flushes: FlushTimes | None = None
     #: (quota type, user, client id) -> (responses throttled, milliseconds of throttle)
     throttles: dict[tuple[str, str, str], tuple[int, int]] = field(default_factory=dict)
+    #: each log directory device's health over the last interval, and the partitions whose
+    #: cold reads are held for it
+    devices: tuple[DeviceHealth, ...] = ()
+    disk_throttled: tuple[tuple[str, int], ...] = ()
+    #: (connections moved to the slow lane, file slices read through there); None: no lane
+    slow_lane: tuple[int, int] | None = None
 
 
 def take_snapshot(stats: BrokerStats, replicas: ReplicaManager, sources: Sources) -> Snapshot:
@@ -112,6 +123,7 @@ def take_snapshot(stats: BrokerStats, replicas: ReplicaManager, sources: Sources
         else:
             samples.append(_sample(partition))
     offline += len(replicas.log_manager.offline_partitions - replicas.partitions.keys())
+    health, lane = sources.disk_health(), sources.slow_lane
     return Snapshot(
         traffic={key: replace(counters) for key, counters in stats.partitions.items()},
         requests=dict(stats.requests),
@@ -128,6 +140,9 @@ def take_snapshot(stats: BrokerStats, replicas: ReplicaManager, sources: Sources
         throttles=_throttles(sources.quotas),
         loop_idle_ratio=stats.loop_idle_ratio,
         flushes=FLUSHES.copy(),
+        devices=tuple(health.devices().values()) if health is not None else (),
+        disk_throttled=tuple(sorted(health.throttled)) if health is not None else (),
+        slow_lane=(lane.marked, lane.warmed) if lane is not None else None,
     )
 
 
