@@ -110,8 +110,8 @@ class Mining:
     """How a format's messages are mined into templates."""
 
     masking: tuple[MaskRule, ...] = ()  # the format's rules, applied before the default ones
-    similarity: float = 0.4
-    depth: int = 4
+    similarity: float = 0.8
+    depth: int = 5
     extra_delimiters: tuple[str, ...] = ()
     default_masking: bool = True
 
