@@ -23,7 +23,9 @@ template's first and last time seen and number of lines) round-trips through ``t
 ``from_bytes``, so mining continues after a restart exactly as without it. The state is a
 compressed pickle (the Drain trees' classes are drain3's), which the job writes beside its
 warehouse with each batch: whoever may write there may change what the job reads anyway. A
-state of the first version (the trees as drain3's jsonpickle documents) still loads.
+state of the first version (the trees as drain3's jsonpickle documents) still loads. A state
+saved before the trees were ``MaskedDrain``'s keeps its plain Drain trees, as it keeps their
+settings: its templates go on as they were.
 
 It never reads the clock or does IO; a TemplateMiner is not thread-safe.
 """
@@ -88,8 +90,8 @@ class MaskedDrain(Drain):  # type: ignore[misc]
     (``blk_<*>``, ``MSRA-<*>.corp``) is a variable in the prefix tree, as drain3 makes a token
     with digits (masking took those digits away). And a message of ``ONE_WORD_FROM`` tokens or
     more joins a template it differs from in one token whatever the similarity asked (a high
-    threshold would otherwise leave no word of a short message variable: "user alice logged
-    in")."""
+    threshold would otherwise leave no word of a short message variable: "session opened for
+    alice")."""
 
     ONE_WORD_FROM = 4
 
