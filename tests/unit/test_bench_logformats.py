@@ -75,3 +75,29 @@ def test_the_bench_takes_a_data_sets_format_by_name(tmp_path: Path) -> None:
     subprocess.run(command, check=True, capture_output=True, timeout=300)
     arcade = json.loads(out.read_text())["results"]["Arcade"]
     assert (arcade["format"], arcade["grouping_accuracy"]) == ("game", 1.0)
+
+
+def test_the_bench_ignores_the_formats_mining_and_scores_settings_chosen_on_the_others(
+    tmp_path: Path,
+) -> None:
+    data, formats, out = tmp_path / "data", tmp_path / "formats", tmp_path / "out.json"
+    _data_set(data, "Game", GAME)
+    _data_set(data, "Arena", GAME[:3])
+    formats.mkdir()
+    # Its own mining masks whole messages: every line is of one event.
+    mining = "[mining]\nmasking = [{ regex = '.+', mask = '*' }]\n"
+    (formats / "game.toml").write_text(GAME_FORMAT + mining)
+    command = [sys.executable, str(BENCH), "--data", str(data), "--formats", str(formats),
+               "--format", "Arena=game", "--out", str(out)]  # fmt: skip
+    subprocess.run(command, check=True, capture_output=True, timeout=300)
+    assert json.loads(out.read_text())["results"]["Game"]["grouping_accuracy"] < 1.0
+    command += ["--default-mining", "--leave-one-out"]
+    subprocess.run(command, check=True, capture_output=True, timeout=300)
+    report = json.loads(out.read_text())
+    assert report["settings"]["default_mining"] is True
+    for name in ("Game", "Arena"):
+        result = report["results"][name]
+        assert result["grouping_accuracy"] == 1.0
+        chosen = result["leave_one_out"]
+        assert chosen["grouping_accuracy"] == 1.0 and chosen["at_least_drain"] is None
+        assert {"similarity", "depth"} <= set(chosen)

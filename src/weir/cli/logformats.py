@@ -54,6 +54,9 @@ def register(commands: Any) -> None:
                         help="first, one JSON object per line: its format")  # fmt: skip
     add_formats_option(detect)
     detect.set_defaults(run=run_detect)
+    from weir.cli.logformats_tune import register as register_tune  # it imports this module
+
+    register_tune(actions)
 
 
 def add_formats_option(parser: argparse.ArgumentParser) -> None:

@@ -25,8 +25,8 @@ A format file declares one format::
 
     [mining]                             # template mining (see weir.logformats.mining)
     masking = [{ regex = 'id-\\d+', mask = "ID" }]   # "id-17" becomes "<ID>"; mask "*": "<*>"
-    similarity = 0.4                     # Drain's similarity threshold, in (0, 1]
-    depth = 4                            # Drain's tree depth, at least 3
+    similarity = 0.8                     # Drain's similarity threshold, in (0, 1]
+    depth = 5                            # Drain's tree depth, at least 3
     extra_delimiters = ["="]             # split tokens there too, besides whitespace
     default_masking = true               # then mask numbers, addresses, ids and paths
 
@@ -110,8 +110,8 @@ class Mining:
     """How a format's messages are mined into templates."""
 
     masking: tuple[MaskRule, ...] = ()  # the format's rules, applied before the default ones
-    similarity: float = 0.4
-    depth: int = 4
+    similarity: float = 0.8
+    depth: int = 5
     extra_delimiters: tuple[str, ...] = ()
     default_masking: bool = True
 

@@ -6,7 +6,10 @@ rule's regex matches becomes ``<MASK>``; ``mask = "*"`` gives Drain's wildcard `
 unless the format sets ``default_masking = false``, by ``template_of``'s rules (numbers,
 addresses, ids, paths). The masked message is the ``template`` column. Clustering
 (``TemplateMiner``) then groups masked messages into templates with Drain, one Drain tree per
-format, with the format's similarity threshold, depth and extra delimiters.
+format, with the format's similarity threshold, depth and extra delimiters. The trees are
+``MaskedDrain``'s: Drain made for masked messages, whose defaults (``Mining``) hold on systems
+they were not chosen on (``bench/logformats.py --leave-one-out``); ``weir logs formats tune``
+suggests a format's own from a labelled sample (``weir.logformats.tuning``).
 
 ``TemplateMiner.mine`` takes the distinct masked messages of a batch of lines (``Occurrences``:
 how often each occurred, when first and last, and where first, which orders them) and returns
@@ -20,7 +23,9 @@ template's first and last time seen and number of lines) round-trips through ``t
 ``from_bytes``, so mining continues after a restart exactly as without it. The state is a
 compressed pickle (the Drain trees' classes are drain3's), which the job writes beside its
 warehouse with each batch: whoever may write there may change what the job reads anyway. A
-state of the first version (the trees as drain3's jsonpickle documents) still loads.
+state of the first version (the trees as drain3's jsonpickle documents) still loads. A state
+saved before the trees were ``MaskedDrain``'s keeps its plain Drain trees, as it keeps their
+settings: its templates go on as they were.
 
 It never reads the clock or does IO; a TemplateMiner is not thread-safe.
 """
@@ -76,6 +81,46 @@ class Template:
     first_seen: int | None
     last_seen: int | None
     count: int
+
+
+class MaskedDrain(Drain):  # type: ignore[misc]
+    """Drain over masked messages. Where both a template and a message have a mask, they agree:
+    drain3 counts a template's mask as a mismatch, so a message with many masked variables is
+    less similar to its own template than the threshold and splits off. A token holding a mask
+    (``blk_<*>``, ``MSRA-<*>.corp``) is a variable in the prefix tree, as drain3 makes a token
+    with digits (masking took those digits away). And a message of ``ONE_WORD_FROM`` tokens or
+    more joins a template it differs from in one token whatever the similarity asked (a high
+    threshold would otherwise leave no word of a short message variable: "session opened for
+    alice")."""
+
+    ONE_WORD_FROM = 4
+
+    def fast_match(
+        self, cluster_ids: Sequence[int], tokens: Sequence[str], sim_th: float,
+        include_params: bool,
+    ) -> Any:  # fmt: skip
+        # Drain asks include_params only when it matches exactly (``match``): leave that be.
+        if not include_params and len(tokens) >= self.ONE_WORD_FROM:
+            sim_th = min(sim_th, (len(tokens) - 1) / len(tokens))
+        return super().fast_match(cluster_ids, tokens, sim_th, include_params)
+
+    @staticmethod
+    def has_numbers(token: str) -> bool:
+        return MASK in token or any(char.isdigit() for char in token)
+
+    def get_seq_distance(
+        self, template: Sequence[str], tokens: Sequence[str], include_params: bool
+    ) -> tuple[float, int]:
+        if not template:
+            return 1.0, 0
+        similar = masks = 0
+        for expected, token in zip(template, tokens, strict=True):
+            if expected == MASK:
+                masks += 1
+                similar += include_params or token == MASK
+            elif expected == token:
+                similar += 1
+        return similar / len(template), masks
 
 
 class TemplateMiner:
@@ -197,7 +242,7 @@ class TemplateMiner:
         drain = self._drains.get(source)
         if drain is None:
             mining = self.settings.get(source, Mining())
-            drain = self._drains[source] = Drain(
+            drain = self._drains[source] = MaskedDrain(
                 depth=mining.depth,
                 sim_th=mining.similarity,
                 max_children=MAX_CHILDREN,

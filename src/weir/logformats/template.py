@@ -1,11 +1,14 @@
 """Event templates: a message with its variable parts masked as ``<*>``.
 
-The masking is deterministic and context-free (one compiled regex, one ``re.sub``), so the same
-message always yields the same template and templates can be grouped on in the warehouse. It
-masks, in this order of preference at any position: UUIDs, IPv4 addresses, hex literals and
-hex-looking ids, filesystem paths, numeric suffixes of identifiers (``blk_<*>``,
-``appattempt_<*>``), and free-standing numbers (including signed, decimal and dotted numbers).
-Digits inside words (``workers2``, ``u0``) are left alone. It does not try to equal loghub's
+The masking is deterministic and context-free (a compiled regex's ``re.sub``, then lists
+joined), so the same message always yields the same template and templates can be grouped on in
+the warehouse. It masks, in this order of preference at any position: dates and times written
+into messages (``Fri Jun 17 07:07:00 2005``, ``2015-07-29 17:41:44,747``, ``07:07:00``: each
+one ``<*>``), UUIDs, IPv4 addresses, hex literals and hex-looking ids, filesystem paths, numeric
+suffixes of identifiers (``blk_<*>``, ``appattempt_<*>``), and free-standing numbers (including
+signed, decimal and dotted numbers). Digits inside words (``workers2``, ``u0``) are left alone.
+Last, a list of masked tokens (``blk_<*> blk_<*> blk_<*>``, ``<*>, <*>``) becomes one of them:
+how many items a list has varies, not the event. It does not try to equal loghub's
 EventTemplate, which is mined from a whole corpus rather than from one line.
 
 A format's ``Masker`` applies the format's own masking rules (``[mining] masking``) before
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from itertools import pairwise
 
 from weir.logformats.declaration import Mining
 
@@ -32,13 +36,26 @@ _NUMBER = r"(?<!\.)[-+]?\d+(?:\.\d+)*(?!\w)"
 # The numeric tail of an identifier: blk_-1608 -> blk_<*>, attempt_1445_0020_m_01 -> attempt_<*>.
 _ID_SUFFIX = r"(?<=_)-?\d\w*"
 
+_MONTH = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*\.?"
+_WEEKDAY = r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)[a-z]*\.?,?"
+_TIME = r"\d\d?:\d\d(?::\d\d(?:[.,]\d+)?)?"
+# Fri Jun 17 07:07:00 2005, Jun 17 07:07:00, 2015-07-29 17:41:44,747, 2015-07-29T17:41:44Z, 07:07:00
+_DATE = (
+    rf"(?:(?:{_WEEKDAY} +)?{_MONTH} +\d\d?,?(?: +{_TIME})?(?: +\d{{4}})?"
+    rf"|\d{{4}}-\d\d-\d\d(?:[ T]{_TIME}(?:Z|[+-]\d\d:?\d\d)?)?"
+    rf"|\d\d:\d\d:\d\d(?:[.,]\d+)?)(?!\w)"
+)
+# A list: the same masked token again and again, apart by spaces or commas.
+_LIST = re.compile(r"(?<!\S)(\S*<\*>\S*?)(?:,? +\1)+(?!\S)")
+
 # The leading lookahead rejects most positions before any alternative is tried (it doubles
-# throughput); every alternative but _ID_SUFFIX starts a new word.
+# throughput): a variable starts with a hex digit, a sign, a slash, or a month's or a
+# weekday's initial. Every alternative but _ID_SUFFIX starts a new word.
 _VARIABLE = re.compile(
-    r"(?=[0-9a-fA-F/+\-])(?:"
+    r"(?=[0-9a-fA-F/+\-JMNOSTW])(?:"
     + _ID_SUFFIX
     + r"|(?<!\w)(?:"
-    + "|".join((_UUID, _IPV4, _HEX_LITERAL, _HEX_ID, _PATH, _NUMBER))
+    + "|".join((_DATE, _UUID, _IPV4, _HEX_LITERAL, _HEX_ID, _PATH, _NUMBER))
     + "))",
     re.ASCII,
 )
@@ -46,13 +63,19 @@ _VARIABLE = re.compile(
 
 def template_of(message: str) -> str:
     """``message`` with every variable part replaced by ``<*>``."""
-    return _VARIABLE.sub(MASK, message)
+    masked = _VARIABLE.sub(MASK, message)
+    return _LIST.sub(r"\1", masked) if _has_list(masked) else masked
+
+
+def _has_list(masked: str) -> bool:
+    """Whether two words in a row are one masked token (what ``_LIST`` needs; far cheaper)."""
+    return any(MASK in one and one.rstrip(",") == two.rstrip(",")
+               for one, two in pairwise(masked.split()))  # fmt: skip
 
 
 def templates_of(messages: Iterable[str]) -> list[str]:
     """``template_of`` of each message, in order."""
-    substitute = _VARIABLE.sub
-    return [substitute(MASK, message) for message in messages]
+    return [template_of(message) for message in messages]
 
 
 class Masker:

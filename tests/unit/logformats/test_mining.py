@@ -15,12 +15,15 @@ import pytest
 
 from weir.logformats import FormatFileError, FormatRegistry, LineParser, ParsedLine, load_text
 from weir.logformats.batch import BatchParser
+from weir.logformats.declaration import Mining
 from weir.logformats.mining import Occurrences, TemplateMiner, grouping_accuracy, mine_lines
+from weir.logformats.template import Masker, template_of
 
 LOGHUB = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "loghub"
-# Measured: 1.0 on HDFS, 0.963 on Hadoop with the shipped formats.
-HDFS_ACCURACY = 0.99
-HADOOP_ACCURACY = 0.95
+# Drain's grouping accuracy on each Loghub-2k sample, tuned per system (Zhu et al., "Tools and
+# Benchmarks for Automated Log Parsing", ICSE-SEIP 2019), as bench/logformats.py gives them.
+DRAIN_PUBLISHED = {"HDFS": 0.998, "Hadoop": 0.948, "Spark": 0.920, "Zookeeper": 0.967,
+                   "Linux": 0.690, "Android": 0.911, "Apache": 1.000, "OpenSSH": 0.788}  # fmt: skip
 
 ORDERS = """
 name = "orders"
@@ -100,34 +103,34 @@ def test_drain_groups_messages_whose_variables_are_words() -> None:
 
 
 def test_template_ids_survive_a_save_and_restore_of_the_miner() -> None:
-    first = ["connection from <*> closed", "user alice logged in", "user bob logged in"]
-    later = ["user carol logged in", "connection from <*> closed", "cache cleared", "disk full"]
+    first = ["connection from <*> closed", "user login by alice", "user login by bob"]
+    later = ["user login by carol", "connection from <*> closed", "cache cleared", "disk full"]
     kept = TemplateMiner()
     mine_lines(kept, "app", first)
     restored = TemplateMiner.from_bytes(kept.to_bytes())
     assert mine_lines(restored, "app", later) == mine_lines(kept, "app", later)
     assert restored.templates() == kept.templates()
     ids = mine_lines(restored, "app", later)
-    assert ids[0] == mine_lines(restored, "app", ["user dave logged in"])[0] == 2
+    assert ids[0] == mine_lines(restored, "app", ["user login by dave"])[0] == 2
     assert len(set(ids)) == 4
 
 
 def test_a_message_mined_before_keeps_its_id_and_is_known_after_a_restore() -> None:
     miner = TemplateMiner()
-    first = mine_lines(miner, "app", ["user alice logged in", "cache cleared"])
-    assert dict(miner.known()) == {("app", "user alice logged in"): first[0],
+    first = mine_lines(miner, "app", ["user login by alice", "cache cleared"])
+    assert dict(miner.known()) == {("app", "user login by alice"): first[0],
                                    ("app", "cache cleared"): first[1]}  # fmt: skip
     # Bob widens alice's template; alice's own message still has the id it had.
-    mine_lines(miner, "app", ["user bob logged in"])
+    mine_lines(miner, "app", ["user login by bob"])
     restored = TemplateMiner.from_bytes(miner.to_bytes())
     assert restored.known() == miner.known()
-    assert mine_lines(restored, "app", ["user alice logged in"]) == [first[0]]
+    assert mine_lines(restored, "app", ["user login by alice"]) == [first[0]]
 
 
 def test_a_state_of_the_first_version_still_loads() -> None:
     """The first version saved the Drain trees as drain3's jsonpickle documents, in JSON."""
     miner = TemplateMiner()
-    ids = mine_lines(miner, "app", ["user alice logged in", "cache cleared", "user bob logged in"])
+    ids = mine_lines(miner, "app", ["user login by alice", "cache cleared", "user login by bob"])
     document = {
         "version": 1,
         "drains": {s: jsonpickle.dumps(d, keys=True) for s, d in miner._drains.items()},
@@ -136,7 +139,7 @@ def test_a_state_of_the_first_version_still_loads() -> None:
     }
     restored = TemplateMiner.from_bytes(zlib.compress(json.dumps(document).encode()))
     assert restored.templates() == miner.templates()
-    assert mine_lines(restored, "app", ["user carol logged in", "disk full"])[0] == ids[0]
+    assert mine_lines(restored, "app", ["user login by carol", "disk full"])[0] == ids[0]
     with pytest.raises(ValueError, match="version 7"):
         TemplateMiner.from_bytes(zlib.compress(json.dumps({"version": 7}).encode()))
 
@@ -157,9 +160,13 @@ def test_grouping_accuracy_counts_lines_whose_group_is_exactly_their_true_group(
     assert grouping_accuracy([7, 7, 8], ["x", "x", "y"]) == 1.0
 
 
-@pytest.mark.parametrize(("name", "threshold"), [("HDFS", HDFS_ACCURACY),
-                                                 ("Hadoop", HADOOP_ACCURACY)])  # fmt: skip
-def test_grouping_accuracy_on_a_loghub_sample(name: str, threshold: float) -> None:
+@pytest.mark.parametrize("name", sorted(DRAIN_PUBLISHED))
+def test_grouping_accuracy_on_a_loghub_sample_is_at_least_drains_with_no_settings(
+    name: str,
+) -> None:
+    """Every shipped system's sample, mined with the default masking and settings alone (no
+    format's [mining]) and with its format's own, groups at least as well as Drain tuned for it
+    (Zhu et al., ICSE-SEIP 2019)."""
     directory = LOGHUB / name
     if not directory.is_dir():
         if os.environ.get("CI") == "true":
@@ -172,7 +179,49 @@ def test_grouping_accuracy_on_a_loghub_sample(name: str, threshold: float) -> No
     source = name.lower()
     keys = pa.array([source.encode()] * len(lines))
     table = parser.parse(keys, pa.array([line.encode() for line in lines]))
-    masked = table.column("template").to_pylist()
-    assert None not in masked
-    miner = TemplateMiner({source: parser.registry.reader(source).format.mining})
-    assert grouping_accuracy(mine_lines(miner, source, masked), truth) >= threshold
+    messages = table.column("message").to_pylist()
+    assert None not in messages
+    for mining in (Mining(), parser.registry.reader(source).format.mining):
+        masked = Masker(mining).mask_all(messages)
+        ids = mine_lines(TemplateMiner({source: mining}), source, masked)
+        assert grouping_accuracy(ids, truth) >= DRAIN_PUBLISHED[name]
+
+
+@pytest.mark.parametrize(
+    ("message", "template"),
+    [
+        ("connection from 10.1.2.3 at Fri Jun 17 07:07:00 2005", "connection from <*> at <*>"),
+        ("job started 2015-07-29 17:41:44,747 on node 3", "job started <*> on node <*>"),
+        ("retry at 07:07:00.123 failed", "retry at <*> failed"),
+        ("ask 10.0.0.1:50010 to delete  blk_1 blk_-2 blk_3", "ask <*>:<*> to delete  blk_<*>"),
+        ("ports 80, 443, 8080 open", "ports <*> open"),
+        ("Mayday from May", "Mayday from May"),
+    ],
+)
+def test_default_masking_makes_a_date_and_a_list_one_variable(message: str, template: str) -> None:
+    assert template_of(message) == template
+
+
+def test_positions_masked_in_both_agree_so_a_message_of_many_variables_joins_its_template() -> None:
+    miner = TemplateMiner()
+    ids = mine_lines(miner, "app", ["copy <*> to <*> took <*> ms for <*> by alice",
+                                    "copy <*> to <*> took <*> ms for <*> by bob"])  # fmt: skip
+    assert ids[0] == ids[1]
+    assert miner.template(ids[0]) == "copy <*> to <*> took <*> ms for <*> by <*>"
+
+
+def test_a_token_holding_a_mask_is_a_variable_of_the_prefix_tree() -> None:
+    miner = TemplateMiner()
+    ids = mine_lines(
+        miner, "app", ["Resolved host-<*>.corp to rack", "Resolved db-<*>.corp to rack"]
+    )
+    assert ids[0] == ids[1]
+    assert miner.template(ids[0]) == "Resolved <*> to rack"
+
+
+def test_a_message_of_four_tokens_or_more_may_differ_from_its_template_in_one_word() -> None:
+    assert Mining().similarity > 3 / 4
+    miner = TemplateMiner()
+    four = mine_lines(miner, "app", ["user login by alice", "user login by bob"])
+    three = mine_lines(miner, "app", ["disk sda failed", "disk sdb failed"])
+    assert four[0] == four[1] and three[0] != three[1]
