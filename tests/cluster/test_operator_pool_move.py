@@ -56,7 +56,8 @@ def test_a_broker_is_emptied_and_handed_to_another_pool(
     load.start()
     try:
         moved = weir(bootstrap, "operator", "pool", "move-broker", "3", "--to", POOL,
-                     "--window-seconds", "2", "--windows", "1")  # fmt: skip
+                     "--window-seconds", "2", "--windows", "1", "--throttle", "4000000",
+                     "--adaptive-throttle")  # fmt: skip
     finally:
         load.stop()
     print(moved.stdout, moved.stderr)

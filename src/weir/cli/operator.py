@@ -36,7 +36,7 @@ from weir.ops.operator.load import LoadError, LoadHistory
 from weir.ops.operator.planner import DEFAULT_MAX_MOVES, BrokerLoad, Plan, PlanError, spread
 from weir.ops.operator.pools import emptying_plan
 from weir.ops.operator.service import OperatorService, ServiceSettings
-from weir.ops.operator.survey import cluster_state, measure
+from weir.ops.operator.survey import ClusterState, cluster_state, idle_reader, measure
 
 DEFAULT_WINDOW_S = 10.0
 DEFAULT_WINDOWS = 3
@@ -97,6 +97,11 @@ def register(commands: Any) -> None:
     start.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS",
                        help="cancel a plan's moves not done by then (default 600)")
     start.set_defaults(run=run_start)
+    for parser in (balance, start, move_broker):
+        parser.add_argument("--adaptive-throttle", action="store_true",
+                            help="let the throttle follow the brokers' load: halved while the "
+                            "busiest is idle under 30%%, raised by half while over 60%% "
+                            "(between an eighth and four times --throttle)")  # fmt: skip
     for parser in (plan, balance, start, move_broker):
         parser.add_argument("--window-seconds", type=float, default=DEFAULT_WINDOW_S,
                             metavar="S", help=f"each measuring window (default "
@@ -110,14 +115,14 @@ def register(commands: Any) -> None:
         add_client_settings(parser)
 
 
-def make_plan(args: argparse.Namespace) -> tuple[Cluster, Plan]:
+def make_plan(args: argparse.Namespace) -> tuple[Cluster, ClusterState, Plan]:
     cluster = Cluster(args)
     try:
         state = cluster_state(cluster)
         print(f"measuring {len(state.metrics)} brokers' load: {args.windows} windows of "
               f"{args.window_seconds:g}s", file=sys.stderr, flush=True)  # fmt: skip
         history = measure(state.metrics, args.window_seconds, args.windows)
-        return cluster, state.planner(history).plan(args.max_moves)
+        return cluster, state, state.planner(history).plan(args.max_moves)
     except (LoadError, PlanError) as exc:
         raise SystemExit(f"weir: {exc}") from None
 
@@ -154,7 +159,7 @@ def _ratio(value: float) -> str:
 
 
 def run_plan(args: argparse.Namespace) -> int:
-    _, plan = make_plan(args)
+    _, _, plan = make_plan(args)
     print_plan(plan)
     if args.output_json is not None:
         args.output_json.write_text(plan_json(plan.targets()) + "\n")
@@ -167,7 +172,9 @@ def run_balance(args: argparse.Namespace) -> int:
         raise SystemExit("weir: --max-concurrent-moves must be 1 or more")
     if args.throttle is not None and args.throttle <= 0:
         raise SystemExit("weir: --throttle must be a positive number of bytes a second")
-    cluster, plan = make_plan(args)
+    if args.adaptive_throttle and args.throttle is None:
+        raise SystemExit("weir: --adaptive-throttle needs --throttle")
+    cluster, state, plan = make_plan(args)
     print_plan(plan)
     if args.dry_run or not plan.moves:
         return 0
@@ -176,6 +183,7 @@ def run_balance(args: argparse.Namespace) -> int:
         cluster, plan.moves, max_concurrent=args.max_concurrent_moves, throttle=args.throttle,
         timeout_s=args.timeout, admin=lambda: admin_client(args),
         report=lambda line: print(line, flush=True),
+        idle_of=idle_reader(state.metrics) if args.adaptive_throttle else None,
     )  # fmt: skip
     outcome = executor.run()
     print(f"\n{len(outcome.done)} moves done, {len(outcome.cancelled)} cancelled, "
@@ -193,6 +201,7 @@ def run_start(args: argparse.Namespace) -> int:
         balance_threshold=args.balance_threshold, heal_after_s=args.heal_after,
         max_concurrent=args.max_concurrent_moves, max_moves=args.max_moves,
         throttle=args.throttle, move_timeout_s=args.timeout,
+        adaptive_throttle=args.adaptive_throttle,
     )  # fmt: skip
     try:
         settings.check()
@@ -221,6 +230,8 @@ def run_move_broker(args: argparse.Namespace) -> int:
         raise SystemExit("weir: --max-concurrent-moves must be 1 or more")
     if args.throttle is not None and args.throttle <= 0:
         raise SystemExit("weir: --throttle must be a positive number of bytes a second")
+    if args.adaptive_throttle and args.throttle is None:
+        raise SystemExit("weir: --adaptive-throttle needs --throttle")
     cluster = Cluster(args)
     try:
         state = cluster_state(cluster, need_metrics=False)
@@ -240,6 +251,7 @@ def run_move_broker(args: argparse.Namespace) -> int:
             cluster, plan.moves, max_concurrent=args.max_concurrent_moves,
             throttle=args.throttle, timeout_s=args.timeout, admin=lambda: admin_client(args),
             report=lambda line: print(line, flush=True),
+            idle_of=idle_reader(state.metrics) if args.adaptive_throttle else None,
         ).run()  # fmt: skip
         if not outcome.clean or len(outcome.done) != len(plan.moves):
             for tp, why in sorted({**outcome.cancelled, **outcome.refused}.items()):

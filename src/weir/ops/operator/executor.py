@@ -5,8 +5,9 @@ the smallest copy up. At most `max_concurrent` moves are under way at once; each
 the next starts, so one slow move holds up no other. A move whose new replicas include a broker
 that has left the cluster is cancelled (the partition keeps its old replicas); one not started
 yet is dropped. With a throttle, the moving replicas copy at that rate
-(`leader/follower.replication.throttled.*`, as `weir reassign execute --throttle`), and the
-throttles are removed when the plan ends. Once the moves are done, each moved partition's first
+(`leader/follower.replication.throttled.*`, as `weir reassign execute --throttle`), made to
+follow the brokers' load when their metrics are given (`governor`), and the throttles are
+removed when the plan ends. Once the moves are done, each moved partition's first
 replica is elected its leader.
 """
 
@@ -24,7 +25,17 @@ from kio.schema.errors import ErrorCode
 
 from weir.cli.cluster_requests import elect_leaders
 from weir.cli.reassign import Cluster
-from weir.cli.reassign_throttle import apply_throttle, clear_throttles, throttle_plan
+from weir.cli.reassign_throttle import (
+    BROKER,
+    FOLLOWER_RATE,
+    LEADER_RATE,
+    SET,
+    Change,
+    apply_throttle,
+    clear_throttles,
+    throttle_plan,
+)
+from weir.ops.operator.governor import ADAPT_EVERY_S, ThrottleGovernor
 from weir.ops.operator.load import TopicPartition
 from weir.ops.operator.planner import Move
 
@@ -68,6 +79,7 @@ class Executor:
         adopted: Sequence[Move] = (),
         should_stop: Callable[[], bool] = lambda: False,
         on_change: Callable[[list[Move], list[Move]], None] | None = None,
+        idle_of: Callable[[set[int]], list[float]] | None = None,
     ) -> None:
         if max_concurrent < 1:
             raise ValueError(f"at most {max_concurrent} moves at once: it must be 1 or more")
@@ -88,6 +100,10 @@ class Executor:
         self.outcome = Outcome()
         self.should_stop = should_stop
         self.on_change = on_change
+        #: with `idle_of` (the handler idle ratios of brokers), the throttle follows their load
+        self.governor = ThrottleGovernor(throttle) if throttle is not None and idle_of else None
+        self.idle_of = idle_of
+        self._adapted_at = time.monotonic()
 
     def run(self) -> Outcome:
         """Every move run to its end; when `should_stop` says so, returns at once with the
@@ -132,12 +148,34 @@ class Executor:
             time.sleep(POLL_S)
             self._finished()
             self._changed()
+            self._adapt()
             if time.monotonic() > deadline:
                 self._cancel(list(self.running), f"not done within {self.timeout_s:g}s")
                 for move in self.pending:
                     self.outcome.cancelled[move.partition] = "not started before the timeout"
                 self.pending.clear()
         self._changed()
+
+    def _adapt(self) -> None:
+        """Every ADAPT_EVERY_S, the throttle of the brokers the running moves touch set from
+        how busy the busiest of them is (`governor`)."""
+        if self.governor is None or self.idle_of is None or not self.running:
+            return
+        if time.monotonic() - self._adapted_at < ADAPT_EVERY_S:
+            return
+        self._adapted_at = time.monotonic()
+        brokers = {r for tp in self.running for r in (*self.moves[tp].before,
+                                                       *self.moves[tp].after)}  # fmt: skip
+        idle = self.idle_of(brokers)
+        before, rate = self.governor.rate, self.governor.next_rate(idle)
+        if rate == before:
+            return
+        changes: list[Change] = [(LEADER_RATE, str(rate), SET), (FOLLOWER_RATE, str(rate), SET)]
+        for broker in sorted(brokers):
+            error = self.cluster.alter_configs(BROKER, str(broker), changes, broker)
+            if error:
+                self.report(f"throttle not changed on broker {broker}: {error}")
+        self.report(f"throttle {before} -> {rate} B/s (busiest broker idle {min(idle):.0%})")
 
     def _changed(self) -> None:
         if self.on_change is not None:

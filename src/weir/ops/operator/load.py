@@ -34,6 +34,8 @@ COUNTERS = {
     PARTITION_TRAFFIC + "replicationbytesout": "replication_bytes_out",
 }
 LOG_SIZE = "kafka_log_log_size"
+#: the share of the last second the broker's event loop was idle (Kafka's handler idle ratio)
+IDLE = "kafka_server_kafkarequesthandlerpool_requesthandleravgidlepercent"
 SCRAPE_TIMEOUT_S = 10.0
 
 
@@ -60,6 +62,8 @@ class BrokerScrape:
     counters: Mapping[TopicPartition, PartitionCounters]
     #: bytes of each replica's log on this broker
     sizes: Mapping[TopicPartition, int]
+    #: the share of the last second its request handling was idle (None: not reported)
+    idle: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,8 +80,12 @@ def parse_scrape(node_id: int, at: float, text: str) -> BrokerScrape:
     """A broker's metrics page -> its partitions' counters and log sizes."""
     counters: dict[TopicPartition, dict[str, int]] = {}
     sizes: dict[TopicPartition, int] = {}
+    idle = None
     try:
         for family in text_string_to_metric_families(text):
+            if family.name == IDLE and family.samples:
+                idle = float(family.samples[0].value)
+                continue
             field = COUNTERS.get(family.name)
             if field is None and family.name != LOG_SIZE:
                 continue
@@ -92,7 +100,7 @@ def parse_scrape(node_id: int, at: float, text: str) -> BrokerScrape:
     except (ValueError, KeyError) as exc:
         raise LoadError(f"broker {node_id}: its metrics cannot be read: {exc}") from None
     return BrokerScrape(node_id, at, {tp: PartitionCounters(**values)
-                                      for tp, values in counters.items()}, sizes)  # fmt: skip
+                                      for tp, values in counters.items()}, sizes, idle)  # fmt: skip
 
 
 def scrape(node_id: int, url: str, at: float) -> BrokerScrape:

@@ -41,7 +41,7 @@ from weir.cluster.zookeeper import ZooKeeperAddress
 from weir.ops.operator.executor import Executor
 from weir.ops.operator.load import LoadError, LoadHistory
 from weir.ops.operator.planner import Move, Plan, PlanError, spread
-from weir.ops.operator.survey import cluster_state, measure
+from weir.ops.operator.survey import cluster_state, idle_reader, measure
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +64,8 @@ class ServiceSettings:
     max_moves: int = 50
     throttle: int | None = None
     move_timeout_s: float = 600.0
+    #: the throttle follows the brokers' load (`governor`)
+    adaptive_throttle: bool = False
 
     def check(self) -> None:
         problems = []
@@ -80,6 +82,8 @@ class ServiceSettings:
             problems.append("the moves at once and the most moves must be 1 or more")
         if self.throttle is not None and self.throttle <= 0:
             problems.append(f"a throttle must be a positive rate, not {self.throttle}")
+        if self.adaptive_throttle and self.throttle is None:
+            problems.append("an adaptive throttle needs a throttle to start from")
         if problems:
             raise ValueError("; ".join(problems))
 
@@ -207,7 +211,7 @@ class OperatorService:
                else f"bytes in/out spread above {self.settings.balance_threshold:g}")  # fmt: skip
         self.report(f"{why}: {len(plan.moves)} moves, imbalance {plan.imbalance_before:.3f} -> "
                     f"{plan.imbalance_after:.3f}")  # fmt: skip
-        self._execute(plan.moves, stop, [], self.settings.throttle)
+        self._execute(plan.moves, stop, [], self.settings.throttle, state.metrics)
 
     def _unbalanced(self, plan: Plan) -> bool:
         """Whether some pool's largest broker bytes in or out is over the threshold times its
@@ -216,8 +220,9 @@ class OperatorService:
                    for name in ("bytes_in", "bytes_out"))  # fmt: skip
 
     def _execute(
-        self, moves: list[Move], stop: threading.Event, adopted: list[Move], throttle: int | None
-    ) -> bool:
+        self, moves: list[Move], stop: threading.Event, adopted: list[Move], throttle: int | None,
+        metrics: dict[int, str] | None = None,
+    ) -> bool:  # fmt: skip
         """Run `moves` (and follow `adopted`); False if leadership ended on the way."""
         self._save(throttle=throttle)
 
@@ -228,7 +233,8 @@ class OperatorService:
             self.cluster, moves, max_concurrent=self.settings.max_concurrent, throttle=throttle,
             timeout_s=self.settings.move_timeout_s, admin=self.admin, report=self.report,
             adopted=adopted, should_stop=lambda: not self._still_leading(stop),
-            on_change=changed,
+            on_change=changed, idle_of=idle_reader(metrics)
+            if metrics and self.settings.adaptive_throttle else None,
         ).run()  # fmt: skip
         if outcome.stopped:
             return False

@@ -101,3 +101,24 @@ def measure(
 
 def look(metrics: dict[int, str], clock: Callable[[], float]) -> dict[int, BrokerScrape]:
     return {node_id: scrape(node_id, url, clock()) for node_id, url in metrics.items()}
+
+
+def idle_reader(metrics: dict[int, str]) -> Callable[[set[int]], list[float]]:
+    """The handler idle ratios of the brokers asked for whose metrics answer (for the
+    executor's throttle `governor`)."""
+
+    def idle_of(brokers: set[int]) -> list[float]:
+        ratios = []
+        for broker in sorted(brokers):
+            url = metrics.get(broker)
+            if url is None:
+                continue
+            try:
+                idle = scrape(broker, url, time.monotonic()).idle
+            except LoadError:
+                continue
+            if idle is not None:
+                ratios.append(idle)
+        return ratios
+
+    return idle_of
