@@ -68,3 +68,27 @@ def test_a_hot_topic_on_two_of_four_brokers_is_balanced_with_nothing_lost(
     for load in loads:
         check_nothing_lost(bootstrap, load)
         figure(f"{load.topic} records acknowledged and read back", load.total(), "records")
+
+
+@pytest.mark.slow
+def test_a_new_topic_is_placed_by_its_expected_traffic_before_any_arrives(
+    zookeeper, cluster_brokers
+) -> None:  # fmt: skip
+    """Two idle topics on brokers 1 and 2 only: the one whose creator gave its expected rate
+    (replica.placement.expected.bytes.per.second) counts its share of that rate as each
+    partition's bytes in, so the plan spreads its bytes in evenly over the four brokers before
+    any traffic arrives; the other counts for nothing but its replicas."""
+    brokers = start_four(cluster_brokers, zookeeper)
+    admin = AdminClient({"bootstrap.servers": bootstrap_of(brokers), "log_level": 0})
+    expected = {"replica.placement.expected.bytes.per.second": "4000000"}
+    create_topics(admin, NewTopic("expected", 4, replica_assignment=HOT_ASSIGNMENT,
+                                  config=expected),
+                  NewTopic("unknown", 4, replica_assignment=HOT_ASSIGNMENT))  # fmt: skip
+    plan = weir_operator(brokers, "plan")
+    assert plan.returncode == 0, plan.stderr
+    rows = dict(re.findall(r"^(\d)\s+(\d+ -> \d+)", plan.stdout, re.M))
+    # 4 replicas of 1 MB/s partitions each on brokers 1 and 2 (the unknown topic adds none)
+    assert rows == {"1": "4000000 -> 2000000", "2": "4000000 -> 2000000",
+                    "3": "0 -> 2000000", "4": "0 -> 2000000"}, plan.stdout  # fmt: skip
+    moved = set(re.findall(r"^(\S+)-\d+\s+\S+\s+\S+\s+\d+$", plan.stdout, re.M))
+    assert "expected" in moved, plan.stdout

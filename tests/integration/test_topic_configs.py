@@ -91,6 +91,7 @@ SAMPLES = {
     "high.watermark.policy": "flushed",
     "replica.placement.strategy": "consistent-hash",
     "replica.placement.pool": "tenant-a",
+    "replica.placement.expected.bytes.per.second": "1000000",
 }
 BROKER_CONFIG = {"log.retention.ms": 3_600_000, "log.segment.bytes": 65536, "num.partitions": 1}
 

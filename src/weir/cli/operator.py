@@ -241,7 +241,7 @@ def run_move_broker(args: argparse.Namespace) -> int:
         else:
             print("weir: not every broker serves metrics: replicas placed by counts alone",
                   file=sys.stderr)  # fmt: skip
-        plan = emptying_plan(state, args.broker, args.to, history.median(state.assignment))
+        plan = emptying_plan(state, args.broker, args.to, state.loads(history))
     except (LoadError, PlanError) as exc:
         raise SystemExit(f"weir: {exc}") from None
     print_plan(plan)

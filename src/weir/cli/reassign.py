@@ -79,6 +79,7 @@ TIMEOUT = datetime.timedelta(seconds=30)
 TopicPartition = tuple[str, int]
 TOPIC_RESOURCE = 2
 PLACEMENT_STRATEGY = "replica.placement.strategy"
+EXPECTED_RATE = "replica.placement.expected.bytes.per.second"
 BROKER_RESOURCE = 4
 BROKER_POOL = "broker.pool"
 
@@ -143,11 +144,17 @@ class Cluster:
         return {topic: values.get(POOL_CONFIG) or ""
                 for topic, values in self._topic_placement(topics).items()}  # fmt: skip
 
+    def expected_rates(self, topics: list[str]) -> dict[str, int]:
+        """Each topic's `replica.placement.expected.bytes.per.second` (0: not known)."""
+        return {topic: int(values.get(EXPECTED_RATE) or 0)
+                for topic, values in self._topic_placement(topics).items()}  # fmt: skip
+
     def _topic_placement(self, topics: list[str]) -> dict[str, dict[str, str | None]]:
         if not topics:
             return {}
         found = {}
-        for result in self._describe(TOPIC_RESOURCE, topics, (PLACEMENT_STRATEGY, POOL_CONFIG)):
+        keys = (PLACEMENT_STRATEGY, POOL_CONFIG, EXPECTED_RATE)
+        for result in self._describe(TOPIC_RESOURCE, topics, keys):
             if result.error_code is not ErrorCode.none:
                 raise SystemExit(f"weir: {result.resource_name}: "
                                  f"{result.error_code.name.upper()}: {result.error_message}")

@@ -327,6 +327,10 @@ TOPIC_CONFIGS: tuple[TopicConfigDef, ...] = (
     TopicConfigDef("replica.placement.pool", T.STRING, "",
         "weir's own: the pool of brokers (their broker.pool) the topic's replicas are placed "
         "on; empty: the brokers in no pool.", None),
+    TopicConfigDef("replica.placement.expected.bytes.per.second", T.LONG, "0",
+        "weir's own: the bytes a second producers are expected to write to the topic, spread "
+        "over its partitions; weir operator places partitions with no traffic yet by it. "
+        "0: not known.", None, at_least(0)),
 )  # fmt: skip
 del T
 
@@ -387,6 +391,9 @@ class LogConfig:
     high_watermark_policy: str = _default("high.watermark.policy")
     replica_placement_strategy: str = _default("replica.placement.strategy")
     replica_placement_pool: str = _default("replica.placement.pool")
+    replica_placement_expected_bytes_per_second: int = _default(
+        "replica.placement.expected.bytes.per.second"
+    )
 
     @property
     def compact(self) -> bool:

@@ -58,6 +58,7 @@ def test_every_kafka_topic_config_is_in_the_table_with_its_documented_default() 
     assert ours.pop("high.watermark.policy") == (S, "log-end", "log.high.watermark.policy")
     assert ours.pop("replica.placement.strategy") == (S, "kafka", "replica.placement.strategy")
     assert ours.pop("replica.placement.pool") == (S, "", None)
+    assert ours.pop("replica.placement.expected.bytes.per.second") == (L, "0", None)
     assert ours == KAFKA_DOCUMENTED
 
 

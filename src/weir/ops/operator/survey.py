@@ -11,13 +11,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from weir.cli.reassign import Cluster
 from weir.ops.operator.load import (
     BrokerScrape,
     LoadError,
     LoadHistory,
+    PartitionLoad,
     TopicPartition,
     rates,
     scrape,
@@ -37,11 +38,27 @@ class ClusterState:
     topic_pools: dict[str, str]
     moving: list[TopicPartition]
     metrics: dict[int, str]
+    #: topics' expected bytes a second (`replica.placement.expected.bytes.per.second`), if given
+    expected: dict[str, int] = field(default_factory=dict)
 
     def planner(self, history: LoadHistory) -> Planner:
-        return Planner(self.brokers, self.assignment, history.median(self.assignment),
+        return Planner(self.brokers, self.assignment, self.loads(history),
                        topic_pools=self.topic_pools, leaders=self.leaders,
                        moving=self.moving)  # fmt: skip
+
+    def loads(self, history: LoadHistory) -> dict[TopicPartition, PartitionLoad]:
+        """Each partition's measured load; a partition with no traffic measured yet, of a
+        topic whose creator gave its expected rate, counts its share of that rate as its bytes
+        in (so a new topic is placed by it before its traffic starts)."""
+        loads = history.median(self.assignment)
+        partitions: dict[str, int] = {}
+        for topic, _ in self.assignment:
+            partitions[topic] = partitions.get(topic, 0) + 1
+        for tp, load in loads.items():
+            rate = self.expected.get(tp[0], 0)
+            if rate > 0 and load.bytes_in <= 0:
+                loads[tp] = replace(load, bytes_in=rate / partitions[tp[0]])
+        return loads
 
 
 def cluster_state(cluster: Cluster, *, need_metrics: bool = True) -> ClusterState:
@@ -71,9 +88,11 @@ def cluster_state(cluster: Cluster, *, need_metrics: bool = True) -> ClusterStat
     topics = sorted({topic for topic, _ in assignment})
     if unreachable:
         log.warning("brokers %s registered but not answering: left out", sorted(unreachable))
+    expected = {t: r for t, r in cluster.expected_rates(topics).items() if r > 0}
     return ClusterState(brokers, assignment, cluster.leaders(),
                         {t: pool for t, pool in cluster.topic_pools(topics).items() if pool}
-                        if topics else {}, sorted(cluster.ongoing()), metrics)  # fmt: skip
+                        if topics else {}, sorted(cluster.ongoing()), metrics,
+                        expected)  # fmt: skip
 
 
 def measure(
