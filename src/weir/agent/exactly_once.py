@@ -309,11 +309,14 @@ class RingTransactions:
 
     def _last_stable_offset(self, consumer: Consumer) -> int:
         """Asked of the leader: a read_committed consumer's ListOffsets answers the last stable
-        offset (its cached high offset is the high watermark)."""
+        offset (its cached high offset is the high watermark). A leader new enough not to know
+        its high watermark yet (OFFSET_NOT_AVAILABLE) counts as "not decided yet": -1."""
         tp = TopicPartition(self.topic, self.partition)
         try:
             _, stable = consumer.get_watermark_offsets(tp, timeout=METADATA_TIMEOUT_S, cached=False)
         except KafkaException as exc:
+            if exc.args[0].code() == KafkaError.OFFSET_NOT_AVAILABLE:
+                return -1
             raise ResumeFailed(f"last stable offset: {describe(exc.args[0])}") from exc
         return int(stable)
 

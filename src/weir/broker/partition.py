@@ -474,12 +474,22 @@ class Partition:
         return FetchResult(self.topic, self.index, ErrorCode.none, self.log.high_watermark,
                            self.log.log_start_offset, preferred_read_replica=chosen)  # fmt: skip
 
-    def offset_for(self, timestamp: int, *, read_committed: bool) -> tuple[ErrorCode, int, int]:
+    def offset_for(
+        self, timestamp: int, *, read_committed: bool, client: bool = False
+    ) -> tuple[ErrorCode, int, int]:
         """(error, offset, timestamp) for ListOffsets (Kafka's
         `Partition.fetchOffsetForTimestamp`): -1 latest (the last stable offset for
         `read_committed`), -2 earliest, -3 max timestamp, else the first offset whose timestamp
-        is >= `timestamp` (offset -1 if none below the high watermark)."""
+        is >= `timestamp` (offset -1 if none below the high watermark).
+
+        A `client`'s request (Kafka: one with an isolation level, v2+) to a leader whose high
+        watermark has not yet reached the start of its epoch gets OFFSET_NOT_AVAILABLE, as in
+        Kafka: a new leader learns the high watermark from its followers' fetches, and until
+        then it would answer an offset behind records already acknowledged."""
         log_ = self.log
+        state = self.leader_state
+        if client and state is not None and state.epoch_start_offset > log_.high_watermark:
+            return ErrorCode.offset_not_available, -1, -1
         if timestamp == LATEST_TIMESTAMP:
             latest = self.last_stable_offset if read_committed else log_.high_watermark
             return ErrorCode.none, latest, -1

@@ -675,15 +675,16 @@ class ReplicaManager:
     # ---- offsets ------------------------------------------------------------------------------
 
     def list_offset(
-        self, topic: str, index: int, timestamp: int, *, read_committed: bool = False
-    ) -> tuple[ErrorCode, int, int]:
+        self, topic: str, index: int, timestamp: int, *, read_committed: bool = False,
+        client: bool = False,
+    ) -> tuple[ErrorCode, int, int]:  # fmt: skip
         """(error, offset, timestamp) for ListOffsets: -1 latest (the last stable offset for
         `read_committed`), -2 earliest, -3 max timestamp, else the first offset whose timestamp
-        is >= `timestamp` (offset -1 if none)."""
+        is >= `timestamp` (offset -1 if none); `client`: see `Partition.offset_for`."""
         partition = self.partitions.get((topic, index))
         if partition is None or not partition.serving:
             return self._missing_or_offline(topic, index).error, -1, -1
-        return partition.offset_for(timestamp, read_committed=read_committed)
+        return partition.offset_for(timestamp, read_committed=read_committed, client=client)
 
     def delete_records(self, topic: str, index: int, offset: int) -> tuple[ErrorCode, int]:
         """Move the log start offset to `offset` (-1: the high watermark).

@@ -37,11 +37,12 @@ log = logging.getLogger(__name__)
 #: how long reading may go without a record before it gives up
 IDLE_TIMEOUT_S = 30.0
 POLL_RECORDS = 1000
-#: errors of a partition that has no leader yet
+#: errors of a partition that has no leader yet, or a new one not yet sure of its watermark
 _NOT_YET_LED = frozenset({
     KafkaError._UNKNOWN_PARTITION,
     KafkaError.LEADER_NOT_AVAILABLE,
     KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError.OFFSET_NOT_AVAILABLE,
 })  # fmt: skip
 
 

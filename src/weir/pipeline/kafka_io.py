@@ -63,6 +63,14 @@ POLL_WAIT_S = 0.2
 PARTITION_FETCH_BYTES = 16 << 20
 FETCH_BYTES = 64 << 20
 METADATA_TIMEOUT_S = 30.0
+#: ListOffsets errors of a partition whose leader is moving or new, asked again
+LEADER_MOVING = frozenset({
+    KafkaError.OFFSET_NOT_AVAILABLE,
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError._UNKNOWN_PARTITION,
+})  # fmt: skip
+WATERMARK_RETRY_S = 0.2
 PRODUCE_TIMEOUT_S = 120.0
 OUT_OF_RANGE = {KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET}
 _NO_OFFSETS = np.empty(0, dtype=np.int64)
@@ -129,12 +137,22 @@ def subscribed_partitions(
 def watermarks(
     consumer: Consumer, partitions: Sequence[tuple[str, int]]
 ) -> dict[tuple[str, int], Watermarks]:
-    """Log start offset and high watermark of each partition, asked of its leader."""
+    """Log start offset and high watermark of each partition, asked of its leader. A partition
+    whose leader is moving, or is too new to know its high watermark (OFFSET_NOT_AVAILABLE), is
+    asked again for up to METADATA_TIMEOUT_S."""
     marks: dict[tuple[str, int], Watermarks] = {}
     for topic, partition in partitions:
-        low, high = consumer.get_watermark_offsets(
-            TopicPartition(topic, partition), timeout=METADATA_TIMEOUT_S, cached=False
-        )
+        deadline = time.monotonic() + METADATA_TIMEOUT_S
+        while True:
+            try:
+                low, high = consumer.get_watermark_offsets(
+                    TopicPartition(topic, partition), timeout=METADATA_TIMEOUT_S, cached=False
+                )
+                break
+            except KafkaException as exc:
+                if exc.args[0].code() not in LEADER_MOVING or time.monotonic() > deadline:
+                    raise
+            time.sleep(WATERMARK_RETRY_S)
         marks[(topic, partition)] = Watermarks(log_start=low, high=high)
     return marks
 

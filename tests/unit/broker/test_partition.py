@@ -235,3 +235,23 @@ def test_a_late_fetch_response_does_not_move_a_new_leaders_high_watermark(
     partition.make_leader(led_with((1, 2), (1, 2), epoch=2), NODE, 0)
     partition.follow_leader_high_watermark(3)
     assert partition.log.high_watermark == 0
+
+
+def test_a_new_leader_answers_a_clients_list_offsets_only_once_its_high_watermark_caught_up(
+    make_partition: MakePartition,
+) -> None:
+    """As Kafka's: until the high watermark reaches the start of the leader's epoch (its
+    followers have fetched), a client's ListOffsets gets OFFSET_NOT_AVAILABLE rather than an
+    offset behind records already acknowledged; a follower's (not a client's) is answered."""
+    partition = make_partition()
+    partition.make_leader(alone(TOPIC, 0, NODE), NODE, 0)
+    append(partition, 5)
+    partition.make_leader(led_with((1, 2), (1, 2), epoch=2), NODE, 0)  # a new epoch from 5
+    assert partition.log.high_watermark < 5
+    latest = -1
+    assert partition.offset_for(latest, read_committed=False, client=True) == (
+        ErrorCode.offset_not_available, -1, -1)  # fmt: skip
+    assert partition.offset_for(latest, read_committed=False)[0] is ErrorCode.none
+    partition.make_leader(led_with((1,), (1,), epoch=3), NODE, 0)  # alone: the HW is the end
+    assert partition.offset_for(latest, read_committed=False, client=True) == (
+        ErrorCode.none, 5, -1)  # fmt: skip

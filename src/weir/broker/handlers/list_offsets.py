@@ -21,6 +21,8 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
     m = response_module(ApiKey.LIST_OFFSETS, request.api_version)
     topics = []
     read_committed = getattr(request.body, "isolation_level", 0) == READ_COMMITTED
+    #: Kafka's test for a client's request: it has an isolation level (v2+) and no replica id
+    client = request.api_version >= 2 and getattr(request.body, "replica_id", -1) < 0
     for topic in request.body.topics:
         partitions = []
         refused = topic_error(broker, AclOperation.DESCRIBE, topic.name)
@@ -28,8 +30,9 @@ async def handle(broker: BrokerContext, request: Request) -> Any:
             error, offset, timestamp = refused, -1, -1
             if refused is ErrorCode.none:
                 error, offset, timestamp = broker.replicas.list_offset(
-                    topic.name, p.partition_index, p.timestamp, read_committed=read_committed
-                )
+                    topic.name, p.partition_index, p.timestamp, read_committed=read_committed,
+                    client=client,
+                )  # fmt: skip
             partition = broker.replicas.get(topic.name, p.partition_index)
             epoch = partition.leader_epoch if partition is not None else -1
             partitions.append(
