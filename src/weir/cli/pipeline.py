@@ -35,7 +35,7 @@ def register(commands: Any) -> None:
     parser = commands.add_parser("pipeline", help="Spark jobs over weir topics")
     sub = parser.add_subparsers(dest="pipeline_command", required=True, metavar="JOB")
     logs = sub.add_parser(
-        "logs", help="raw log lines in a topic to a warehouse of Parquet or Iceberg tables"
+        "logs", help="raw log lines in a topic to Parquet or Iceberg tables"
     )
     logs.add_argument("--topic", required=True, help="topic of raw lines; the key names the source")
     logs.add_argument("--warehouse", type=Path, required=True, help="directory of the tables")
