@@ -31,7 +31,7 @@ from weir.cli.clients import add_bootstrap, add_client_settings, admin_client
 from weir.cli.reassign import BROKER_POOL, BROKER_RESOURCE, Cluster, plan_json
 from weir.cli.reassign_throttle import SET
 from weir.cli.table import print_table
-from weir.ops.operator.executor import DEFAULT_MAX_CONCURRENT, Executor, name
+from weir.ops.operator.executor import DEFAULT_MAX_CONCURRENT, Executor, Outcome, name
 from weir.ops.operator.load import LoadError, LoadHistory
 from weir.ops.operator.planner import DEFAULT_MAX_MOVES, BrokerLoad, Plan, PlanError, spread
 from weir.ops.operator.pools import emptying_plan
@@ -167,25 +167,34 @@ def run_plan(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_balance(args: argparse.Namespace) -> int:
+def check_move_flags(args: argparse.Namespace) -> None:
+    """The moving flags of `balance` and `pool move-broker`, refused before anything is asked."""
     if args.max_concurrent_moves < 1:
         raise SystemExit("weir: --max-concurrent-moves must be 1 or more")
     if args.throttle is not None and args.throttle <= 0:
         raise SystemExit("weir: --throttle must be a positive number of bytes a second")
     if args.adaptive_throttle and args.throttle is None:
         raise SystemExit("weir: --adaptive-throttle needs --throttle")
+
+
+def execute(args: argparse.Namespace, cluster: Cluster, state: ClusterState, plan: Plan) -> Outcome:
+    """`plan`'s moves carried out as the flags say, each start and end printed."""
+    return Executor(
+        cluster, plan.moves, max_concurrent=args.max_concurrent_moves, throttle=args.throttle,
+        timeout_s=args.timeout, admin=lambda: admin_client(args),
+        report=lambda line: print(line, flush=True),
+        idle_of=idle_reader(state.metrics) if args.adaptive_throttle else None,
+    ).run()  # fmt: skip
+
+
+def run_balance(args: argparse.Namespace) -> int:
+    check_move_flags(args)
     cluster, state, plan = make_plan(args)
     print_plan(plan)
     if args.dry_run or not plan.moves:
         return 0
     print()
-    executor = Executor(
-        cluster, plan.moves, max_concurrent=args.max_concurrent_moves, throttle=args.throttle,
-        timeout_s=args.timeout, admin=lambda: admin_client(args),
-        report=lambda line: print(line, flush=True),
-        idle_of=idle_reader(state.metrics) if args.adaptive_throttle else None,
-    )  # fmt: skip
-    outcome = executor.run()
+    outcome = execute(args, cluster, state, plan)
     print(f"\n{len(outcome.done)} moves done, {len(outcome.cancelled)} cancelled, "
           f"{len(outcome.refused)} refused; {outcome.leaders_elected} leaders elected")
     for tp, why in sorted(outcome.cancelled.items()):
@@ -226,12 +235,7 @@ def run_start(args: argparse.Namespace) -> int:
 
 
 def run_move_broker(args: argparse.Namespace) -> int:
-    if args.max_concurrent_moves < 1:
-        raise SystemExit("weir: --max-concurrent-moves must be 1 or more")
-    if args.throttle is not None and args.throttle <= 0:
-        raise SystemExit("weir: --throttle must be a positive number of bytes a second")
-    if args.adaptive_throttle and args.throttle is None:
-        raise SystemExit("weir: --adaptive-throttle needs --throttle")
+    check_move_flags(args)
     cluster = Cluster(args)
     try:
         state = cluster_state(cluster, need_metrics=False)
@@ -247,12 +251,7 @@ def run_move_broker(args: argparse.Namespace) -> int:
     print_plan(plan)
     if plan.moves:
         print()
-        outcome = Executor(
-            cluster, plan.moves, max_concurrent=args.max_concurrent_moves,
-            throttle=args.throttle, timeout_s=args.timeout, admin=lambda: admin_client(args),
-            report=lambda line: print(line, flush=True),
-            idle_of=idle_reader(state.metrics) if args.adaptive_throttle else None,
-        ).run()  # fmt: skip
+        outcome = execute(args, cluster, state, plan)
         if not outcome.clean or len(outcome.done) != len(plan.moves):
             for tp, why in sorted({**outcome.cancelled, **outcome.refused}.items()):
                 print(f"weir: {name(tp)} not moved: {why}", file=sys.stderr)
