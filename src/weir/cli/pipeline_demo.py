@@ -167,6 +167,7 @@ def _with_progress(spark: Any, run: Any, total: int, started: float) -> Any:
                   f"after {time.monotonic() - started:.0f} s", flush=True)  # fmt: skip
         if not running:
             break
+    thread.join()  # every record read is not the job done: its last batch is still written
     if "error" in outcome:
         raise outcome["error"]
     return outcome["result"]
