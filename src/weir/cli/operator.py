@@ -53,13 +53,6 @@ def register(commands: Any) -> None:
     plan.set_defaults(run=run_plan)
     balance = sub.add_parser("balance", help="measure, plan and carry the plan out")
     balance.add_argument("--dry-run", action="store_true", help="print the plan and stop")
-    balance.add_argument("--max-concurrent-moves", type=int, default=DEFAULT_MAX_CONCURRENT,
-                         metavar="N", help=f"moves under way at once (default "
-                         f"{DEFAULT_MAX_CONCURRENT})")  # fmt: skip
-    balance.add_argument("--throttle", type=int, metavar="BYTES_PER_SECOND",
-                         help="hold the moves' replication to this rate while they run")
-    balance.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS",
-                         help="cancel the moves not done by then (default 600)")
     balance.set_defaults(run=run_balance)
     pool = sub.add_parser("pool", help="tenant pools: hand a broker to another pool")
     pool_sub = pool.add_subparsers(dest="pool_command", required=True, metavar="ACTION")
@@ -67,12 +60,6 @@ def register(commands: Any) -> None:
     move_broker.add_argument("broker", type=int, metavar="N")
     move_broker.add_argument("--to", required=True, metavar="POOL",
                              help='the pool it joins ("": none)')
-    move_broker.add_argument("--max-concurrent-moves", type=int, default=DEFAULT_MAX_CONCURRENT,
-                             metavar="N", help="moves under way at once")  # fmt: skip
-    move_broker.add_argument("--throttle", type=int, metavar="BYTES_PER_SECOND",
-                             help="hold the moves' replication to this rate")
-    move_broker.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS",
-                             help="cancel the moves not done by then (default 600)")
     move_broker.set_defaults(run=run_move_broker)
     start = sub.add_parser("start", help="run the operator as a service (balancing, healing)")
     start.add_argument("--zookeeper", required=True, metavar="HOST:PORT[/chroot]",
@@ -90,14 +77,15 @@ def register(commands: Any) -> None:
     start.add_argument("--balance-threshold", type=float, default=1.25, metavar="RATIO",
                        help="balance when the largest broker's bytes in or out is over this "
                        "many times the smallest's (default 1.25)")  # fmt: skip
-    start.add_argument("--max-concurrent-moves", type=int, default=DEFAULT_MAX_CONCURRENT,
-                       metavar="N", help="moves under way at once")  # fmt: skip
-    start.add_argument("--throttle", type=int, metavar="BYTES_PER_SECOND",
-                       help="hold the moves' replication to this rate")
-    start.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS",
-                       help="cancel a plan's moves not done by then (default 600)")
     start.set_defaults(run=run_start)
     for parser in (balance, start, move_broker):
+        parser.add_argument("--max-concurrent-moves", type=int, default=DEFAULT_MAX_CONCURRENT,
+                            metavar="N", help=f"moves under way at once (default "
+                            f"{DEFAULT_MAX_CONCURRENT})")  # fmt: skip
+        parser.add_argument("--throttle", type=int, metavar="BYTES_PER_SECOND",
+                            help="hold the moves' replication to this rate while they run")
+        parser.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS",
+                            help="cancel the moves not done by then (default 600)")
         parser.add_argument("--adaptive-throttle", action="store_true",
                             help="let the throttle follow the brokers' load: halved while the "
                             "busiest is idle under 30%%, raised by half while over 60%% "
